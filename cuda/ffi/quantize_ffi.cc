@@ -1,0 +1,79 @@
+// XLA FFI handlers of the quantization kernels. Thin: check what XLA hands over, launch, report.
+#include "ffi/ffi_common.h"
+#include "quantize/quantize.h"
+
+namespace fp8gemm {
+namespace {
+
+namespace ffi = xla::ffi;
+using ffi_util::cdiv;
+using ffi_util::invalid;
+
+constexpr int64_t kGroup = 128;
+
+ffi::ErrorOr<InDtype> input_dtype(const ffi::AnyBuffer& x) {
+  switch (x.element_type()) {
+    case ffi::F32: return InDtype::kF32;
+    case ffi::BF16: return InDtype::kBF16;
+    case ffi::F16: return InDtype::kF16;
+    default: return ffi::Error::InvalidArgument("x must be float32, bfloat16 or float16");
+  }
+}
+
+ffi::Error QuantizeRowwise(cudaStream_t stream, ffi::AnyBuffer x,
+                           ffi::Result<ffi::AnyBuffer> q, ffi::Result<ffi::Buffer<ffi::F32>> s,
+                           bool pow2_scale) {
+  auto dtype = input_dtype(x);
+  if (dtype.has_error()) return dtype.error();
+  const auto dims = x.dimensions();
+  if (dims.empty()) return invalid("quantize_rowwise: x must have rank >= 1");
+  const int64_t k = dims.back(), rows = ffi_util::leading_size(dims, 1);
+  if (q->element_type() != ffi::F8E4M3FN || q->element_count() != x.element_count())
+    return invalid("quantize_rowwise: q must be float8_e4m3fn of x's shape");
+  if (s->element_count() != rows * cdiv(k, kGroup))
+    return invalid("quantize_rowwise: s must hold rows * cdiv(K, 128) scales");
+  return ffi_util::cuda_error(
+      launch_quantize_rowwise(x.untyped_data(), dtype.value(), rows, k, pow2_scale,
+                              q->untyped_data(), s->typed_data(), stream),
+      "quantize_rowwise launch");
+}
+
+ffi::Error QuantizeBlockwise(cudaStream_t stream, ffi::AnyBuffer x,
+                             ffi::Result<ffi::AnyBuffer> q, ffi::Result<ffi::Buffer<ffi::F32>> s,
+                             bool pow2_scale) {
+  auto dtype = input_dtype(x);
+  if (dtype.has_error()) return dtype.error();
+  const auto dims = x.dimensions();
+  if (dims.size() < 2) return invalid("quantize_blockwise: x must have rank >= 2");
+  const int64_t n = dims[dims.size() - 2], k = dims.back(), batch = ffi_util::leading_size(dims, 2);
+  if (q->element_type() != ffi::F8E4M3FN || q->element_count() != x.element_count())
+    return invalid("quantize_blockwise: q must be float8_e4m3fn of x's shape");
+  if (s->element_count() != batch * cdiv(n, kGroup) * cdiv(k, kGroup))
+    return invalid("quantize_blockwise: s must hold batch * cdiv(N,128) * cdiv(K,128) scales");
+  return ffi_util::cuda_error(
+      launch_quantize_blockwise(x.untyped_data(), dtype.value(), batch, n, k, pow2_scale,
+                                q->untyped_data(), s->typed_data(), stream),
+      "quantize_blockwise launch");
+}
+
+}  // namespace
+
+XLA_FFI_DEFINE_HANDLER_SYMBOL(kQuantizeRowwise, QuantizeRowwise,
+                              ffi::Ffi::Bind()
+                                  .Ctx<ffi::PlatformStream<cudaStream_t>>()
+                                  .Arg<ffi::AnyBuffer>()
+                                  .Ret<ffi::AnyBuffer>()
+                                  .Ret<ffi::Buffer<ffi::F32>>()
+                                  .Attr<bool>("pow2_scale"),
+                              {ffi::Traits::kCmdBufferCompatible});
+
+XLA_FFI_DEFINE_HANDLER_SYMBOL(kQuantizeBlockwise, QuantizeBlockwise,
+                              ffi::Ffi::Bind()
+                                  .Ctx<ffi::PlatformStream<cudaStream_t>>()
+                                  .Arg<ffi::AnyBuffer>()
+                                  .Ret<ffi::AnyBuffer>()
+                                  .Ret<ffi::Buffer<ffi::F32>>()
+                                  .Attr<bool>("pow2_scale"),
+                              {ffi::Traits::kCmdBufferCompatible});
+
+}  // namespace fp8gemm

@@ -1,0 +1,30 @@
+// The Python module jax_fp8gemm._cuda: a dict of XLA FFI handler capsules, registered for the
+// "CUDA" platform by jax_fp8gemm/_kernels.py at import.
+#include <nanobind/nanobind.h>
+
+#include "xla/ffi/api/c_api.h"
+
+namespace nb = nanobind;
+
+namespace fp8gemm {
+extern "C" XLA_FFI_Error* kQuantizeRowwise(XLA_FFI_CallFrame*);
+extern "C" XLA_FFI_Error* kQuantizeBlockwise(XLA_FFI_CallFrame*);
+extern "C" XLA_FFI_Error* kFp8Gemm(XLA_FFI_CallFrame*);
+}  // namespace fp8gemm
+
+namespace {
+template <typename Fn>
+nb::capsule capsule(Fn* fn) {
+  return nb::capsule(reinterpret_cast<void*>(fn));
+}
+}  // namespace
+
+NB_MODULE(_cuda, m) {
+  m.def("registrations", []() {
+    nb::dict d;
+    d["fp8gemm_quantize_rowwise"] = capsule(fp8gemm::kQuantizeRowwise);
+    d["fp8gemm_quantize_blockwise"] = capsule(fp8gemm::kQuantizeBlockwise);
+    d["fp8gemm_gemm"] = capsule(fp8gemm::kFp8Gemm);
+    return d;
+  });
+}

@@ -1,0 +1,232 @@
+// Quantization kernels: 1x128 row-wise groups and 128x128 blocks, FP32 scales, e4m3 values.
+// Memory-bound: 16-byte loads where the row stride allows, one pass over the input, the group's
+// amax reduced with warp shuffles (row-wise) or through shared memory (blockwise).
+#include "quantize/quantize.h"
+
+#include <cfloat>
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_fp8.h>
+
+namespace fp8gemm {
+namespace {
+
+constexpr int kGroup = 128;                       // elements that share one scale along an axis
+constexpr float kInvE4M3Max = 1.0f / 448.0f;      // 448 = largest finite e4m3fn value
+constexpr int kVec = 8;                           // elements per thread and load: 16 B of bf16/f16
+constexpr int kThreadsPerGroup = kGroup / kVec;   // 16: half a warp covers one 128-wide group
+
+__device__ __forceinline__ float to_float(float v) { return v; }
+__device__ __forceinline__ float to_float(__nv_bfloat16 v) { return __bfloat162float(v); }
+__device__ __forceinline__ float to_float(__half v) { return __half2float(v); }
+
+// Elements of an 8-wide chunk starting at col that lie before `end` (0..8).
+__device__ __forceinline__ int chunk_valid(int64_t col, int64_t end) {
+  const int64_t left = end - col;
+  return left <= 0 ? 0 : (left >= kVec ? kVec : int(left));
+}
+
+// Max of magnitudes that propagates NaN like XLA's max (fmaxf would drop it).
+__device__ __forceinline__ float nan_max(float a, float b) { return (b > a || b != b) ? b : a; }
+
+// reference.py: scale_from_amax. FLT_MIN floor keeps an all-zero group finite (q = 0, not NaN).
+__device__ __forceinline__ float scale_from_amax(float amax, bool pow2) {
+  float s = amax * kInvE4M3Max;
+  s = s < FLT_MIN ? FLT_MIN : s;  // a NaN compares false and stays NaN
+  if (pow2) {
+    uint32_t bits = __float_as_uint(s);
+    const bool finite = (bits & 0x7F800000u) != 0x7F800000u;
+    if (finite && (bits & 0x007FFFFFu)) bits = (bits + 0x00800000u) & 0xFF800000u;  // 2^ceil(log2 s)
+    s = __uint_as_float(bits);
+  }
+  return s;
+}
+
+// Loads up to kVec elements starting at p (count valid), zero-filling the rest.
+// kAligned: the 8 elements are in bounds and 16-byte aligned, so one vector load does.
+template <typename T, bool kAligned>
+__device__ __forceinline__ void load_vec(const T* p, int valid, float (&v)[kVec]) {
+  if constexpr (kAligned) {
+    if constexpr (sizeof(T) == 4) {
+      const float4 lo = __ldg(reinterpret_cast<const float4*>(p));
+      const float4 hi = __ldg(reinterpret_cast<const float4*>(p) + 1);
+      v[0] = lo.x; v[1] = lo.y; v[2] = lo.z; v[3] = lo.w;
+      v[4] = hi.x; v[5] = hi.y; v[6] = hi.z; v[7] = hi.w;
+    } else {
+      const uint4 raw = __ldg(reinterpret_cast<const uint4*>(p));
+      const T* e = reinterpret_cast<const T*>(&raw);
+#pragma unroll
+      for (int i = 0; i < kVec; ++i) v[i] = to_float(e[i]);
+    }
+  } else {
+#pragma unroll
+    for (int i = 0; i < kVec; ++i) v[i] = i < valid ? to_float(p[i]) : 0.0f;
+  }
+}
+
+// Converts v / s to e4m3 with saturation (satfinite == reference's clip(-448, 448) then cast;
+// NaN stays NaN) and stores up to kVec bytes.
+template <bool kAligned>
+__device__ __forceinline__ void store_vec(uint8_t* q, int valid, const float (&v)[kVec], float s) {
+  uint8_t out[kVec];
+#pragma unroll
+  for (int i = 0; i < kVec; i += 2) {
+    const __nv_fp8x2_storage_t pair =
+        __nv_cvt_float2_to_fp8x2(make_float2(v[i] / s, v[i + 1] / s), __NV_SATFINITE, __NV_E4M3);
+    out[i] = pair & 0xFF;
+    out[i + 1] = pair >> 8;
+  }
+  if constexpr (kAligned) {
+    *reinterpret_cast<uint2*>(q) = *reinterpret_cast<const uint2*>(out);
+  } else {
+#pragma unroll
+    for (int i = 0; i < kVec; ++i)
+      if (i < valid) q[i] = out[i];
+  }
+}
+
+// One half warp per 1x128 group: 16 threads x 8 elements. groups = rows * cdiv(k, 128).
+template <typename T, bool kAligned>
+__global__ void quantize_rowwise_kernel(const T* __restrict__ x, int64_t rows, int64_t k,
+                                        bool pow2, uint8_t* __restrict__ q,
+                                        float* __restrict__ s) {
+  const int64_t k_groups = (k + kGroup - 1) / kGroup;
+  const int64_t thread = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  const int64_t group = thread / kThreadsPerGroup;
+  const int lane_in_group = threadIdx.x % kThreadsPerGroup;
+  // Threads past the last group still take part in the shuffles below (all 16 lanes must).
+  const bool active = group < rows * k_groups;
+  const int64_t row = active ? group / k_groups : 0;
+  const int64_t col = (active ? group % k_groups : 0) * kGroup + lane_in_group * kVec;
+  const int valid = active ? chunk_valid(col, k) : 0;
+
+  float v[kVec];
+  if (kAligned && valid == kVec)
+    load_vec<T, true>(x + row * k + col, valid, v);
+  else
+    load_vec<T, false>(x + row * k + col, valid, v);
+
+  float amax = 0.0f;
+#pragma unroll
+  for (int i = 0; i < kVec; ++i) amax = nan_max(amax, fabsf(v[i]));
+#pragma unroll
+  for (int offset = kThreadsPerGroup / 2; offset > 0; offset /= 2)
+    amax = nan_max(amax, __shfl_xor_sync(0xFFFFFFFFu, amax, offset));
+  if (!active) return;
+
+  const float scale = scale_from_amax(amax, pow2);
+  if (lane_in_group == 0) s[group] = scale;
+  if (kAligned && valid == kVec)
+    store_vec<true>(q + row * k + col, valid, v, scale);
+  else if (valid > 0)
+    store_vec<false>(q + row * k + col, valid, v, scale);
+}
+
+// One CTA of 256 threads per 128x128 block: thread t holds rows t/16 + 16*i (i < 8) at columns
+// (t % 16) * 8 .. +8, i.e. 64 values in registers; amax is reduced over the CTA, then written.
+constexpr int kBlockThreads = 256;
+constexpr int kRowsPerPass = kBlockThreads / kThreadsPerGroup;  // 16
+constexpr int kPasses = kGroup / kRowsPerPass;                  // 8
+
+template <typename T, bool kAligned>
+__global__ void __launch_bounds__(kBlockThreads)
+    quantize_blockwise_kernel(const T* __restrict__ x, int64_t n, int64_t k, bool pow2,
+                              uint8_t* __restrict__ q, float* __restrict__ s) {
+  const int64_t n_blocks = (n + kGroup - 1) / kGroup, k_blocks = (k + kGroup - 1) / kGroup;
+  const int64_t block = blockIdx.x;  // flat index over [batch, n_blocks, k_blocks]
+  const int64_t batch = block / (n_blocks * k_blocks);
+  const int64_t nb = block / k_blocks % n_blocks, kb = block % k_blocks;
+  const int64_t col = kb * kGroup + (threadIdx.x % kThreadsPerGroup) * kVec;
+  const int valid = chunk_valid(col, k);
+  const T* xb = x + batch * n * k;
+  uint8_t* qb = q + batch * n * k;
+
+  float v[kPasses][kVec];
+  float amax = 0.0f;
+#pragma unroll
+  for (int p = 0; p < kPasses; ++p) {
+    const int64_t row = nb * kGroup + p * kRowsPerPass + threadIdx.x / kThreadsPerGroup;
+    const int row_valid = row < n ? valid : 0;
+    if (kAligned && row_valid == kVec)
+      load_vec<T, true>(xb + row * k + col, row_valid, v[p]);
+    else
+      load_vec<T, false>(xb + row * k + col, row_valid, v[p]);
+#pragma unroll
+    for (int i = 0; i < kVec; ++i) amax = nan_max(amax, fabsf(v[p][i]));
+  }
+#pragma unroll
+  for (int offset = 16; offset > 0; offset /= 2)
+    amax = nan_max(amax, __shfl_xor_sync(0xFFFFFFFFu, amax, offset));
+  __shared__ float warp_amax[kBlockThreads / 32];
+  if (threadIdx.x % 32 == 0) warp_amax[threadIdx.x / 32] = amax;
+  __syncthreads();
+#pragma unroll
+  for (int w = 0; w < kBlockThreads / 32; ++w) amax = nan_max(amax, warp_amax[w]);
+
+  const float scale = scale_from_amax(amax, pow2);
+  if (threadIdx.x == 0) s[block] = scale;
+#pragma unroll
+  for (int p = 0; p < kPasses; ++p) {
+    const int64_t row = nb * kGroup + p * kRowsPerPass + threadIdx.x / kThreadsPerGroup;
+    const int row_valid = row < n ? valid : 0;
+    if (kAligned && row_valid == kVec)
+      store_vec<true>(qb + row * k + col, row_valid, v[p], scale);
+    else if (row_valid > 0)
+      store_vec<false>(qb + row * k + col, row_valid, v[p], scale);
+  }
+}
+
+// Rows start 16-byte aligned (for the input) and 8-byte aligned (for the e4m3 output) when k is a
+// multiple of 8 elements; the buffers themselves come 16-byte aligned from XLA.
+bool rows_aligned(int64_t k) { return k % kVec == 0; }
+
+template <typename T>
+cudaError_t rowwise(const void* x, int64_t rows, int64_t k, bool pow2, void* q, float* s,
+                    cudaStream_t stream) {
+  const int64_t groups = rows * ((k + kGroup - 1) / kGroup);
+  if (groups == 0) return cudaSuccess;
+  constexpr int kThreads = 256;
+  const int64_t blocks = (groups * kThreadsPerGroup + kThreads - 1) / kThreads;
+  if (blocks > 0x7FFFFFFF) return cudaErrorInvalidValue;
+  auto kernel = rows_aligned(k) ? quantize_rowwise_kernel<T, true> : quantize_rowwise_kernel<T, false>;
+  kernel<<<unsigned(blocks), kThreads, 0, stream>>>(static_cast<const T*>(x), rows, k, pow2,
+                                                    static_cast<uint8_t*>(q), s);
+  return cudaGetLastError();
+}
+
+template <typename T>
+cudaError_t blockwise(const void* x, int64_t batch, int64_t n, int64_t k, bool pow2, void* q,
+                      float* s, cudaStream_t stream) {
+  const int64_t blocks = batch * ((n + kGroup - 1) / kGroup) * ((k + kGroup - 1) / kGroup);
+  if (blocks == 0) return cudaSuccess;
+  if (blocks > 0x7FFFFFFF) return cudaErrorInvalidValue;
+  auto kernel = rows_aligned(k) ? quantize_blockwise_kernel<T, true> : quantize_blockwise_kernel<T, false>;
+  kernel<<<unsigned(blocks), kBlockThreads, 0, stream>>>(static_cast<const T*>(x), n, k, pow2,
+                                                         static_cast<uint8_t*>(q), s);
+  return cudaGetLastError();
+}
+
+}  // namespace
+
+cudaError_t launch_quantize_rowwise(const void* x, InDtype dtype, int64_t rows, int64_t k,
+                                    bool pow2_scale, void* q, float* s, cudaStream_t stream) {
+  switch (dtype) {
+    case InDtype::kF32: return rowwise<float>(x, rows, k, pow2_scale, q, s, stream);
+    case InDtype::kBF16: return rowwise<__nv_bfloat16>(x, rows, k, pow2_scale, q, s, stream);
+    case InDtype::kF16: return rowwise<__half>(x, rows, k, pow2_scale, q, s, stream);
+  }
+  return cudaErrorInvalidValue;
+}
+
+cudaError_t launch_quantize_blockwise(const void* x, InDtype dtype, int64_t batch, int64_t n,
+                                      int64_t k, bool pow2_scale, void* q, float* s,
+                                      cudaStream_t stream) {
+  switch (dtype) {
+    case InDtype::kF32: return blockwise<float>(x, batch, n, k, pow2_scale, q, s, stream);
+    case InDtype::kBF16: return blockwise<__nv_bfloat16>(x, batch, n, k, pow2_scale, q, s, stream);
+    case InDtype::kF16: return blockwise<__half>(x, batch, n, k, pow2_scale, q, s, stream);
+  }
+  return cudaErrorInvalidValue;
+}
+
+}  // namespace fp8gemm

@@ -1,0 +1,24 @@
+// Host API of the quantization kernels (1x128 row-wise groups, 128x128 blocks).
+// The math is exactly jax_fp8gemm/reference.py's, so the outputs are bitwise equal to it:
+//   amax  = max |x| over the group (NaN propagates)
+//   s     = amax / 448, raised to FLT_MIN when smaller (an all-zero group gets a finite scale),
+//           optionally rounded up to a power of two (UE8M0-compatible)
+//   q     = saturate_to_e4m3(x / s)  (round to nearest even; |v| > 448 saturates to 448)
+#pragma once
+#include <cstdint>
+#include <cuda_runtime.h>
+
+namespace fp8gemm {
+
+enum class InDtype : int { kF32 = 0, kBF16 = 1, kF16 = 2 };
+
+// x [rows, k] -> q [rows, k] e4m3, s [rows, cdiv(k, 128)] f32.
+cudaError_t launch_quantize_rowwise(const void* x, InDtype dtype, int64_t rows, int64_t k,
+                                    bool pow2_scale, void* q, float* s, cudaStream_t stream);
+
+// x [batch, n, k] -> q [batch, n, k] e4m3, s [batch, cdiv(n, 128), cdiv(k, 128)] f32.
+cudaError_t launch_quantize_blockwise(const void* x, InDtype dtype, int64_t batch, int64_t n,
+                                      int64_t k, bool pow2_scale, void* q, float* s,
+                                      cudaStream_t stream);
+
+}  // namespace fp8gemm

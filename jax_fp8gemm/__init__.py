@@ -1,0 +1,23 @@
+"""jax_fp8gemm: block-scaled FP8 GEMMs for NVIDIA Hopper as JAX primitives.
+
+    import jax_fp8gemm as fg
+    a, a_s = fg.quantize_rowwise(x)      # activations, 1x128 groups
+    b, b_s = fg.quantize_blockwise(w)    # weights [N, K], 128x128 blocks
+    y = fg.gemm(a, a_s, b, b_s)          # x @ w.T in bf16, FP32 accumulation
+
+On Hopper the ops run sm_90a CUDA kernels through XLA FFI; elsewhere the same math in jnp
+(jax_fp8gemm.reference).
+"""
+
+from . import reference
+from ._kernels import extension_built, kernels_enabled
+from .gemm import gemm
+from .grouped import grouped_gemm, grouped_gemm_masked
+from .quantize import dequantize_blockwise, dequantize_rowwise, quantize_blockwise, quantize_rowwise
+
+__all__ = [
+    "quantize_rowwise", "quantize_blockwise", "dequantize_rowwise", "dequantize_blockwise",
+    "gemm", "grouped_gemm", "grouped_gemm_masked", "reference", "extension_built",
+    "kernels_enabled",
+]
+__version__ = "0.1.0"

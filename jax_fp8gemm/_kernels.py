@@ -1,0 +1,56 @@
+"""The compiled CUDA module: FFI registration at import and the "may we use the kernels" question.
+
+The module `_cuda` exists only where the package was built with nvcc. The kernels are used when it
+exists, every local GPU is a Hopper (compute capability 9.0) and JAX_FP8GEMM_KERNELS is not "0";
+otherwise every op lowers to its jnp reference.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import warnings
+
+import jax
+
+try:
+    from . import _cuda
+except ImportError:  # built without nvcc: reference path only
+    _cuda = None
+
+if _cuda is not None:
+    for _name, _capsule in _cuda.registrations().items():
+        jax.ffi.register_ffi_target(_name, _capsule, platform="CUDA")
+
+
+def extension_built() -> bool:
+    return _cuda is not None
+
+
+@functools.cache
+def _hopper_devices() -> tuple:
+    try:
+        devices = jax.local_devices(backend="gpu")
+    except RuntimeError:
+        return ()
+    if devices and all(getattr(d, "compute_capability", "") == "9.0" for d in devices):
+        return tuple(devices)
+    return ()
+
+
+def kernels_enabled() -> bool:
+    """True when ops lowered for CUDA run the sm_90a kernels."""
+    if _cuda is None or os.environ.get("JAX_FP8GEMM_KERNELS", "1") == "0":
+        return False
+    return bool(_hopper_devices())
+
+
+def num_sms() -> int:
+    """Streaming multiprocessors of the (first) Hopper GPU: the persistent grid size."""
+    devices = _hopper_devices()
+    return int(getattr(devices[0], "core_count", 132)) if devices else 132
+
+
+@functools.cache
+def warn_once(message: str) -> None:
+    warnings.warn(f"jax_fp8gemm: {message}", RuntimeWarning, stacklevel=3)

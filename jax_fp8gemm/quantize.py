@@ -1,0 +1,112 @@
+"""Quantization ops: 1x128 row-wise (activations) and 128x128 blockwise (weights), and inverses.
+
+Each primitive keeps its rules together: abstract eval (the argument checks), the CUDA kernel
+lowering (cuda/quantize/), the reference lowering (reference.py) and batching.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+from jax.core import ShapedArray
+
+from . import _checks, _primitive, reference
+from .reference import FP8
+
+
+# ---------------------------------------------------------------- quantize_rowwise (1x128)
+def _rowwise_abstract(x, *, pow2_scale):
+    op = "quantize_rowwise"
+    _checks.dtype_in(op, "x", x, _checks.FLOAT_INPUTS)
+    _checks.rank(op, "x", x, 1, "[..., K]", at_least=True)
+    return (ShapedArray(x.shape, FP8),
+            ShapedArray(_checks.rowwise_scale_shape(x.shape), jnp.float32))
+
+
+def _rowwise_kernel(x, *, pow2_scale):
+    out = (jax.ShapeDtypeStruct(x.shape, FP8),
+           jax.ShapeDtypeStruct(_checks.rowwise_scale_shape(x.shape), jnp.float32))
+    return jax.ffi.ffi_call("fp8gemm_quantize_rowwise", out)(x, pow2_scale=pow2_scale)
+
+
+quantize_rowwise_p = _primitive.define(
+    "quantize_rowwise", abstract_eval=_rowwise_abstract,
+    reference=lambda x, *, pow2_scale: reference.quantize_rowwise(x, pow2_scale),
+    kernel=_rowwise_kernel, batching_rule=_primitive.batch_leading_axes, multiple_results=True)
+
+
+def quantize_rowwise(x: jax.Array, *, pow2_scale: bool = False) -> tuple[jax.Array, jax.Array]:
+    """x [..., K] (f32/bf16/f16) -> (q [..., K] float8_e4m3fn, s [..., cdiv(K,128)] float32).
+
+    s = amax(group) / 448 (at least FLT_MIN, so an all-zero group gives zeros, never NaN);
+    q = saturate(x / s). With pow2_scale, s is rounded up to a power of two. A NaN in a group
+    makes its scale and all its values NaN; an inf makes the scale inf, its own value NaN and the
+    group's finite values 0.
+    """
+    q, s = quantize_rowwise_p.bind(jnp.asarray(x), pow2_scale=bool(pow2_scale))
+    return q, s
+
+
+# ---------------------------------------------------------------- quantize_blockwise (128x128)
+def _blockwise_abstract(w, *, pow2_scale):
+    op = "quantize_blockwise"
+    _checks.dtype_in(op, "w", w, _checks.FLOAT_INPUTS)
+    _checks.rank(op, "w", w, 2, "[..., N, K]", at_least=True)
+    return (ShapedArray(w.shape, FP8),
+            ShapedArray(_checks.blockwise_scale_shape(w.shape), jnp.float32))
+
+
+def _blockwise_kernel(w, *, pow2_scale):
+    out = (jax.ShapeDtypeStruct(w.shape, FP8),
+           jax.ShapeDtypeStruct(_checks.blockwise_scale_shape(w.shape), jnp.float32))
+    return jax.ffi.ffi_call("fp8gemm_quantize_blockwise", out)(w, pow2_scale=pow2_scale)
+
+
+quantize_blockwise_p = _primitive.define(
+    "quantize_blockwise", abstract_eval=_blockwise_abstract,
+    reference=lambda w, *, pow2_scale: reference.quantize_blockwise(w, pow2_scale),
+    kernel=_blockwise_kernel, batching_rule=_primitive.batch_leading_axes, multiple_results=True)
+
+
+def quantize_blockwise(w: jax.Array, *, pow2_scale: bool = False) -> tuple[jax.Array, jax.Array]:
+    """w [..., N, K] -> (q [..., N, K] float8_e4m3fn, s [..., cdiv(N,128), cdiv(K,128)] float32).
+
+    Same scale rule as quantize_rowwise, over 128x128 blocks of the last two axes.
+    """
+    q, s = quantize_blockwise_p.bind(jnp.asarray(w), pow2_scale=bool(pow2_scale))
+    return q, s
+
+
+# ---------------------------------------------------------------- dequantize (for checks)
+def _dequant_rowwise_abstract(q, s):
+    op = "dequantize_rowwise"
+    _checks.fp8(op, "q", q)
+    _checks.rank(op, "q", q, 1, "[..., K]", at_least=True)
+    _checks.scales(op, "s", s, _checks.rowwise_scale_shape(q.shape))
+    return ShapedArray(q.shape, jnp.float32)
+
+
+def _dequant_blockwise_abstract(q, s):
+    op = "dequantize_blockwise"
+    _checks.fp8(op, "q", q)
+    _checks.rank(op, "q", q, 2, "[..., N, K]", at_least=True)
+    _checks.scales(op, "s", s, _checks.blockwise_scale_shape(q.shape))
+    return ShapedArray(q.shape, jnp.float32)
+
+
+dequantize_rowwise_p = _primitive.define(
+    "dequantize_rowwise", abstract_eval=_dequant_rowwise_abstract,
+    reference=reference.dequantize_rowwise, batching_rule=_primitive.batch_leading_axes)
+dequantize_blockwise_p = _primitive.define(
+    "dequantize_blockwise", abstract_eval=_dequant_blockwise_abstract,
+    reference=reference.dequantize_blockwise, batching_rule=_primitive.batch_leading_axes)
+
+
+def dequantize_rowwise(q: jax.Array, s: jax.Array) -> jax.Array:
+    """Inverse of quantize_rowwise: q [..., K] e4m3, s [..., cdiv(K,128)] -> float32 [..., K]."""
+    return dequantize_rowwise_p.bind(q, s)
+
+
+def dequantize_blockwise(q: jax.Array, s: jax.Array) -> jax.Array:
+    """Inverse of quantize_blockwise: q [..., N, K], s [..., cdiv(N,128), cdiv(K,128)] -> f32."""
+    return dequantize_blockwise_p.bind(q, s)

@@ -1,0 +1,133 @@
+"""The math of every op in plain jnp: the CPU / non-Hopper path and the test oracle.
+
+Each function here is what the corresponding CUDA kernel computes. The quantizers are bitwise the
+kernels' math (same operation order and rounding); the GEMMs are the exact real-number result of
+the quantized operands, computed in float32 with HIGHEST precision (the kernels accumulate in
+FP32 too, in a different order, so the two agree to rounding).
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+GROUP = 128  # elements that share one scale: 1x128 row-wise groups, 128x128 weight blocks
+E4M3_MAX = 448.0  # largest finite float8_e4m3fn value
+FP8 = jnp.float8_e4m3fn
+# amax * (1/448) rather than amax / 448: XLA rewrites division by a constant into this product,
+# so spelling it out keeps the reference and the kernels bitwise equal on every backend.
+_INV_E4M3_MAX = np.float32(1.0) / np.float32(E4M3_MAX)
+_MIN_SCALE = np.float32(np.finfo(np.float32).tiny)  # floor: an all-zero group stays finite
+
+
+def cdiv(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def scale_from_amax(amax: jax.Array, pow2_scale: bool) -> jax.Array:
+    """amax/448, floored at FLT_MIN (NaN stays NaN), optionally rounded up to a power of two."""
+    s = amax.astype(jnp.float32) * _INV_E4M3_MAX
+    s = jnp.where(s < _MIN_SCALE, _MIN_SCALE, s)
+    if pow2_scale:
+        bits = jax.lax.bitcast_convert_type(s, jnp.uint32)
+        finite = (bits & 0x7F800000) != 0x7F800000
+        round_up = finite & ((bits & 0x007FFFFF) != 0)
+        bits = jnp.where(round_up, (bits + 0x00800000) & 0xFF800000, bits)
+        s = jax.lax.bitcast_convert_type(bits, jnp.float32)
+    return s
+
+
+def _to_fp8(v: jax.Array) -> jax.Array:
+    """Saturating cast: |v| > 448 becomes +-448 (e4m3fn has no inf), NaN stays NaN."""
+    return jnp.clip(v, -E4M3_MAX, E4M3_MAX).astype(FP8)
+
+
+def _pad_axis(x: jax.Array, axis: int, multiple: int) -> jax.Array:
+    size = x.shape[axis]
+    extra = cdiv(size, multiple) * multiple - size
+    if extra == 0:
+        return x
+    pad = [(0, 0)] * x.ndim
+    pad[axis] = (0, extra)
+    return jnp.pad(x, pad)
+
+
+def quantize_rowwise(x: jax.Array, pow2_scale: bool = False) -> tuple[jax.Array, jax.Array]:
+    """x [..., K] -> q [..., K] e4m3, s [..., cdiv(K,128)] f32 (1x128 groups along K)."""
+    k = x.shape[-1]
+    kb = cdiv(k, GROUP)
+    g = _pad_axis(x.astype(jnp.float32), -1, GROUP).reshape(*x.shape[:-1], kb, GROUP)
+    s = scale_from_amax(jnp.max(jnp.abs(g), axis=-1), pow2_scale)
+    q = _to_fp8(g / s[..., None]).reshape(*x.shape[:-1], kb * GROUP)[..., :k]
+    return q, s
+
+
+def quantize_blockwise(w: jax.Array, pow2_scale: bool = False) -> tuple[jax.Array, jax.Array]:
+    """w [..., N, K] -> q [..., N, K] e4m3, s [..., cdiv(N,128), cdiv(K,128)] f32."""
+    *lead, n, k = w.shape
+    nb, kb = cdiv(n, GROUP), cdiv(k, GROUP)
+    g = _pad_axis(_pad_axis(w.astype(jnp.float32), -1, GROUP), -2, GROUP)
+    g = g.reshape(*lead, nb, GROUP, kb, GROUP)
+    s = scale_from_amax(jnp.max(jnp.abs(g), axis=(-3, -1)), pow2_scale)
+    q = _to_fp8(g / s[..., :, None, :, None]).reshape(*lead, nb * GROUP, kb * GROUP)
+    return q[..., :n, :k], s
+
+
+def dequantize_rowwise(q: jax.Array, s: jax.Array) -> jax.Array:
+    """Inverse of quantize_rowwise, in float32."""
+    scale = jnp.repeat(s, GROUP, axis=-1)[..., : q.shape[-1]]
+    return q.astype(jnp.float32) * scale
+
+
+def dequantize_blockwise(q: jax.Array, s: jax.Array) -> jax.Array:
+    """Inverse of quantize_blockwise, in float32."""
+    n, k = q.shape[-2:]
+    scale = jnp.repeat(jnp.repeat(s, GROUP, axis=-2), GROUP, axis=-1)[..., :n, :k]
+    return q.astype(jnp.float32) * scale
+
+
+def _nt(a: jax.Array, b: jax.Array) -> jax.Array:
+    """a [..., M, K] @ b [..., N, K]^T in float32 at full precision."""
+    return jnp.einsum("...mk,...nk->...mn", a, b, precision=jax.lax.Precision.HIGHEST,
+                      preferred_element_type=jnp.float32)
+
+
+def gemm(a, a_s, b, b_s, out_dtype=jnp.bfloat16):
+    """a [M, K] (1x128 scales) x b [N, K] (128x128 scales) -> [M, N] = a @ b.T."""
+    return _nt(dequantize_rowwise(a, a_s), dequantize_blockwise(b, b_s)).astype(out_dtype)
+
+
+def clamp_group_sizes(group_sizes: jax.Array, m: int) -> jax.Array:
+    """Negative sizes count as 0 and sizes that run past M are cut at M (what the kernels do)."""
+    ends = jnp.minimum(jnp.cumsum(jnp.maximum(group_sizes.astype(jnp.int32), 0)), m)
+    return jnp.diff(ends, prepend=0).astype(jnp.int32)
+
+
+def group_ids(group_sizes: jax.Array, m: int) -> jax.Array:
+    """Group index of every row of a contiguous layout; G (out of range) for rows past the sum."""
+    ends = jnp.cumsum(clamp_group_sizes(group_sizes, m))
+    return jnp.searchsorted(ends, jnp.arange(m, dtype=jnp.int32), side="right").astype(jnp.int32)
+
+
+def grouped_gemm(a, a_s, b, b_s, group_sizes, out_dtype=jnp.bfloat16):
+    """Contiguous layout: a [M, K] rows sorted by group, b [G, N, K] -> [M, N].
+
+    Row r belongs to group g when sum(sizes[:g]) <= r < sum(sizes[:g+1]); rows past the sum are 0.
+    """
+    m = a.shape[0]
+    sizes = clamp_group_sizes(group_sizes, m)
+    a_f = dequantize_rowwise(a, a_s)
+    b_f = dequantize_blockwise(b, b_s)
+    out = jax.lax.ragged_dot(a_f, jnp.swapaxes(b_f, 1, 2), sizes,
+                             precision=jax.lax.Precision.HIGHEST,
+                             preferred_element_type=jnp.float32)
+    inside = jnp.arange(m) < jnp.sum(sizes)
+    return jnp.where(inside[:, None], out, 0.0).astype(out_dtype)
+
+
+def grouped_gemm_masked(a, a_s, b, b_s, masked_m, out_dtype=jnp.bfloat16):
+    """Masked layout: a [G, Mmax, K], b [G, N, K] -> [G, Mmax, N]; rows >= masked_m[g] are 0."""
+    out = _nt(dequantize_rowwise(a, a_s), dequantize_blockwise(b, b_s))
+    rows = jnp.arange(a.shape[1])[None, :, None]
+    return jnp.where(rows < masked_m.astype(jnp.int32)[:, None, None], out, 0.0).astype(out_dtype)
