@@ -31,9 +31,9 @@ def scale_from_amax(amax: jax.Array, pow2_scale: bool) -> jax.Array:
     s = jnp.where(s < _MIN_SCALE, _MIN_SCALE, s)
     if pow2_scale:
         bits = jax.lax.bitcast_convert_type(s, jnp.uint32)
-        finite = (bits & 0x7F800000) != 0x7F800000
-        round_up = finite & ((bits & 0x007FFFFF) != 0)
-        bits = jnp.where(round_up, (bits + 0x00800000) & 0xFF800000, bits)
+        exponent, mantissa = np.uint32(0x7F800000), np.uint32(0x007FFFFF)
+        round_up = ((bits & exponent) != exponent) & ((bits & mantissa) != 0)
+        bits = jnp.where(round_up, (bits + np.uint32(0x00800000)) & np.uint32(0xFF800000), bits)
         s = jax.lax.bitcast_convert_type(bits, jnp.float32)
     return s
 

@@ -26,7 +26,7 @@ ffi::Error QuantizeRowwise(cudaStream_t stream, ffi::AnyBuffer x,
   auto dtype = input_dtype(x);
   if (dtype.has_error()) return dtype.error();
   const auto dims = x.dimensions();
-  if (dims.empty()) return invalid("quantize_rowwise: x must have rank >= 1");
+  if (dims.size() == 0) return invalid("quantize_rowwise: x must have rank >= 1");
   const int64_t k = dims.back(), rows = ffi_util::leading_size(dims, 1);
   if (q->element_type() != ffi::F8E4M3FN || q->element_count() != x.element_count())
     return invalid("quantize_rowwise: q must be float8_e4m3fn of x's shape");

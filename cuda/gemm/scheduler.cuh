@@ -1,0 +1,116 @@
+// Persistent tile schedulers for the sm90 FP8 GEMM kernel.
+//
+// Contract between a scheduler and the kernel body (fp8_gemm_kernel.cuh):
+//   * `typename S::Params` is a trivially copyable struct passed by value as a kernel argument.
+//   * `S(params, cluster_size)` is constructed independently by the producer and by every consumer
+//     thread; `bool next(TileInfo&)` must yield the same sequence of tiles in all of them (it may
+//     only depend on params, blockIdx and gridDim -- and, for grouped layouts, on device memory that
+//     does not change during the kernel).
+//   * With a cluster of 2 (TMA multicast), CTAs blockIdx.x = 2c and 2c+1 form a cluster. In every
+//     iteration both CTAs of a cluster must run the same number of k-blocks (they share the stage
+//     ring through the empty barriers) and, when `multicast_b` is set, work on the same B tile.
+//     Once a CTA runs out of tiles its peer's `peer_active` must be false from then on.
+//
+// The TileInfo carries everything the producer, the math warpgroups and the epilogue need, so the
+// kernel body is layout-agnostic. Grouped layouts (MoE) add new schedulers that fill `group`,
+// `row_end` (rows of the group: the epilogue must not write past it) and the group offsets of B/SFB.
+#pragma once
+
+#include <cstdint>
+
+namespace fp8gemm {
+
+struct TileInfo {
+  int m_block;     // M-block index inside the current group's tile grid
+  int n_block;     // N-block index
+  int group;       // group index (0 for dense)
+  int row_start;   // first row of A / SFA / D covered by this tile (global row index)
+  int row_end;     // rows >= row_end are not part of this tile's output (dense: M)
+  int b_row;       // first row of B for the TMA load (grouped: group * N + n_block * BLOCK_N)
+  int col_start;   // first output column (n_block * BLOCK_N)
+  int sfb_offset;  // offset (in floats) of this group's B-scale matrix inside `sfb` (dense: 0)
+  bool multicast_b;  // the peer CTA of the cluster works on the same B tile: B is loaded once by
+                     // cluster rank 0 and multicast into both CTAs
+  bool peer_active;  // the peer CTA has a tile in this iteration (it consumes our empty-barrier
+                     // arrivals); always false without clusters
+};
+
+// Dense GEMM: tiles of BLOCK_M x BLOCK_N over [M, N], walked in an L2-friendly order.
+//
+// Order: the M-blocks are cut into bands of `band_m` blocks. Bands are processed one after the
+// other; inside a band the tile index runs over M fastest, then N:
+//     tile -> band = tile / (band_m * num_n_blocks)
+//             m_block = band * band_m + in_band % rows_in_band, n_block = in_band / rows_in_band
+// so the ~num_SMs tiles in flight at any time touch only `band_m` A row-blocks and about
+// num_SMs / band_m B row-blocks, which stay L2 resident while they are reused.
+//
+// Tile t is processed by CTA t % gridDim.x in iteration t / gridDim.x. With clusters of 2 (gridDim
+// even), CTAs 2c and 2c+1 get tiles t and t^1: with an even band height these are vertically
+// adjacent tiles of the same N-block, so they share the B tile (multicast). If the last band has an
+// odd height it is split into an even band and a band of height 1 (no multicast there).
+template <int BLOCK_M, int BLOCK_N>
+struct DenseScheduler {
+  struct Params {
+    int m, n;
+    int band_m;  // M-blocks per band (>= 1; even when clusters of 2 are used)
+  };
+
+  int num_m_blocks, num_n_blocks, num_tiles;
+  int band_m;
+  int next_tile;     // tile index of this CTA's next iteration
+  int stride;        // gridDim.x
+  bool paired;       // clusters of 2 (multicast-capable)
+  Params p;
+
+  __device__ __forceinline__ DenseScheduler(const Params& params, uint32_t cluster_size) : p(params) {
+    num_m_blocks = (params.m + BLOCK_M - 1) / BLOCK_M;
+    num_n_blocks = (params.n + BLOCK_N - 1) / BLOCK_N;
+    num_tiles = num_m_blocks * num_n_blocks;
+    band_m = params.band_m > 0 ? params.band_m : 1;
+    paired = cluster_size == 2;
+    next_tile = static_cast<int>(blockIdx.x);
+    stride = static_cast<int>(gridDim.x);
+  }
+
+  __device__ __forceinline__ bool next(TileInfo& t) {
+    const int tile = next_tile;
+    if (tile >= num_tiles) return false;
+    next_tile += stride;
+
+    const int tiles_per_band = band_m * num_n_blocks;
+    const int band = tile / tiles_per_band;
+    int first_m = band * band_m;
+    int in_band = tile - band * tiles_per_band;
+    int rows = min(band_m, num_m_blocks - first_m);
+
+    // An odd-height (last) band breaks the (t, t^1) pairing: split it into an even part and a
+    // 1-high remainder. Both parts have an even number of tiles except possibly the remainder,
+    // which is last, so pairs never straddle two bands with different heights.
+    if (paired && (rows & 1) && rows > 1) {
+      const int even_rows = rows - 1;
+      if (in_band < even_rows * num_n_blocks) {
+        rows = even_rows;
+      } else {
+        in_band -= even_rows * num_n_blocks;
+        first_m += even_rows;
+        rows = 1;
+      }
+    }
+
+    t.m_block = first_m + in_band % rows;
+    t.n_block = in_band / rows;
+    t.group = 0;
+    t.row_start = t.m_block * BLOCK_M;
+    t.row_end = p.m;
+    t.b_row = t.n_block * BLOCK_N;
+    t.col_start = t.n_block * BLOCK_N;
+    t.sfb_offset = 0;
+    // Peer tile t^1 exists -> it lives in the same band (bands hold an even number of tiles, except
+    // a final 1-high band where multicast is off anyway).
+    t.peer_active = paired && ((tile ^ 1) < num_tiles);
+    t.multicast_b = t.peer_active && rows >= 2;
+    return true;
+  }
+};
+
+}  // namespace fp8gemm

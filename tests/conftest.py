@@ -1,0 +1,54 @@
+"""Shared test helpers: fresh random data (never zeros), calc_diff, the GPU marker."""
+
+from __future__ import annotations
+
+import os
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import jax_fp8gemm as fg
+
+jax.config.update("jax_enable_x64", False)
+
+
+def calc_diff(x, y) -> float:
+    """DeepGEMM's similarity measure: 1 - 2 sum(xy) / sum(x^2 + y^2), in float64."""
+    x = np.asarray(x, np.float64)
+    y = np.asarray(y, np.float64)
+    denom = np.sum(x * x + y * y)
+    return float(1.0 - 2.0 * np.sum(x * y) / denom) if denom else 0.0
+
+
+@pytest.fixture
+def rng():
+    """A fresh seed per test run: the same code must be right on any valid input."""
+    seed = int.from_bytes(os.urandom(4), "little")
+    print(f"seed={seed}")
+    return np.random.default_rng(seed)
+
+
+def randn(rng, shape, dtype=jnp.float32, scale=1.0):
+    return jnp.asarray((rng.standard_normal(shape) * scale).astype(np.float32)).astype(dtype)
+
+
+def quantized(rng, a_shape, b_shape, dtype=jnp.bfloat16):
+    """Random activations a_shape [..., K] and weights b_shape [..., N, K], quantized as users
+    would: (a, a_s, b, b_s)."""
+    a, a_s = fg.quantize_rowwise(randn(rng, a_shape, dtype))
+    b, b_s = fg.quantize_blockwise(randn(rng, b_shape, dtype))
+    return a, a_s, b, b_s
+
+
+def dequant64(q, s, blockwise: bool):
+    f = fg.reference.dequantize_blockwise if blockwise else fg.reference.dequantize_rowwise
+    return np.asarray(jax.device_get(f(q, s)), np.float64)
+
+
+def on_hopper() -> bool:
+    return fg.kernels_enabled()
+
+
+gpu = pytest.mark.skipif(not on_hopper(), reason="needs a Hopper GPU and the compiled kernels")
