@@ -85,10 +85,17 @@ __device__ __forceinline__ uint32_t cluster_num_ctas() {
   return n;
 }
 
-// Full cluster-wide barrier executed by all threads of all CTAs of the cluster. The release/acquire
-// pair makes shared-memory writes before it (e.g. mbarrier.init) visible to the peer CTAs after it.
+// Full cluster-wide barrier executed by all threads of all CTAs of the cluster (release/acquire:
+// shared-memory writes before it are visible to the peer CTAs after it).
 __device__ __forceinline__ void cluster_sync() {
   asm volatile("barrier.cluster.arrive.release.aligned;\n" ::: "memory");
+  asm volatile("barrier.cluster.wait.acquire.aligned;\n" ::: "memory");
+}
+
+// Cluster-wide barrier whose arrive has no release semantics (cheaper: no GPU-scope membar). Enough
+// after mbarrier.init + fence_mbarrier_init(), which already orders the inits cluster-wide.
+__device__ __forceinline__ void cluster_sync_relaxed_arrive() {
+  asm volatile("barrier.cluster.arrive.relaxed.aligned;\n" ::: "memory");
   asm volatile("barrier.cluster.wait.acquire.aligned;\n" ::: "memory");
 }
 

@@ -28,6 +28,7 @@ struct TileInfo {
   int row_end;     // rows >= row_end are not part of this tile's output (dense: M)
   int b_row;       // first row of B for the TMA load (grouped: group * N + n_block * BLOCK_N)
   int col_start;   // first output column (n_block * BLOCK_N)
+  int col_end;     // columns >= col_end do not exist (N)
   int sfb_offset;  // offset (in floats) of this group's B-scale matrix inside `sfb` (dense: 0)
   bool multicast_b;  // the peer CTA of the cluster works on the same B tile: B is loaded once by
                      // cluster rank 0 and multicast into both CTAs
@@ -48,12 +49,14 @@ struct TileInfo {
 // even), CTAs 2c and 2c+1 get tiles t and t^1: with an even band height these are vertically
 // adjacent tiles of the same N-block, so they share the B tile (multicast). If the last band has an
 // odd height it is split into an even band and a band of height 1 (no multicast there).
+struct DenseSchedulerParams {
+  int m, n;
+  int band_m;  // M-blocks per band (>= 1; even when clusters of 2 are used)
+};
+
 template <int BLOCK_M, int BLOCK_N>
 struct DenseScheduler {
-  struct Params {
-    int m, n;
-    int band_m;  // M-blocks per band (>= 1; even when clusters of 2 are used)
-  };
+  using Params = DenseSchedulerParams;  // not templated: one host-side launch signature for all tiles
 
   int num_m_blocks, num_n_blocks, num_tiles;
   int band_m;
@@ -104,6 +107,7 @@ struct DenseScheduler {
     t.row_end = p.m;
     t.b_row = t.n_block * BLOCK_N;
     t.col_start = t.n_block * BLOCK_N;
+    t.col_end = p.n;
     t.sfb_offset = 0;
     // Peer tile t^1 exists -> it lives in the same band (bands hold an even number of tiles, except
     // a final 1-high band where multicast is off anyway).

@@ -1,0 +1,145 @@
+// Epilogues of the sm90 FP8 GEMM kernel: they take the FP32 tile a math warpgroup accumulated in
+// registers and write it to global memory.
+//
+// Contract with the kernel body (fp8_gemm_kernel.cuh):
+//   * `Epilogue::kSmemBytes`  shared memory the epilogue owns (placed first, 1024-byte aligned).
+//   * `Epilogue::Params`      trivially copyable kernel argument (extra pointers a fused epilogue
+//                             needs; empty here, the output goes through the `tmap_d` tensor map).
+//   * `store(acc, ...)`       called by all 128 threads of ONE math warpgroup for the 64 rows that
+//                             warpgroup owns. Warpgroups call it independently (no cross-warpgroup
+//                             synchronisation); named barrier 1 + warpgroup index is reserved for it.
+//   * `finish(...)`           called once per math thread after the last tile (drains async stores).
+// Accumulator layout (WGMMA m64nN, per warp w of the warpgroup, lane t):
+//   acc[4*i + 0/1] -> (row 16*w + t/4,     cols 8*i + 2*(t%4) + 0/1)
+//   acc[4*i + 2/3] -> (row 16*w + t/4 + 8, cols 8*i + 2*(t%4) + 0/1)
+#pragma once
+
+#include <cuda_bf16.h>
+
+#include <cstdint>
+#include <type_traits>
+
+#include "common/sm90_ptx.cuh"
+#include "gemm/scheduler.cuh"
+
+namespace fp8gemm {
+
+struct EmptyEpilogueParams {};
+
+// Rows of the tile owned by one math warpgroup (WGMMA M).
+constexpr int kRowsPerMathWarpgroup = 64;
+
+// Output through shared memory and TMA stores, bf16 (stmatrix) or f32 (st.shared.v2).
+//
+// Shared-memory layout: the BLOCK_M x BLOCK_N tile is cut into column "atoms" of kAtomBytes bytes
+// (128, 64 or 32: the widest that divides a tile row). Atom a is a dense [BLOCK_M][kAtomBytes]
+// array with the TMA swizzle of the same span applied, so that one TMA store per atom and per
+// warpgroup (box = kAtomCols x 64 rows) writes it out, and so that the 8 rows written by one
+// stmatrix / st.shared phase land in 8 different 16-byte bank groups (no bank conflicts).
+//
+// Swizzle of span W (TMA CU_TENSOR_MAP_SWIZZLE_{32,64,128}B, on 1024-byte aligned smem): inside the
+// atom, the byte offset o = row * W + col is stored at  o ^ (((o >> 7) & (W/16 - 1)) << 4),
+// i.e. the 16-byte unit index is XOR-ed with the index of the 128-byte line, modulo W/16.
+// Because col < W, (o >> 7) = row / (128 / W), so the XOR term is a per-row constant.
+//
+// D is stored with one TMA store per atom and warpgroup; TMA clips rows >= M and columns >= N, so
+// this epilogue needs row_end == rows of the D tensor (true for dense; grouped layouts whose groups
+// end inside a tile need a row-clipping epilogue).
+template <int BLOCK_M, int BLOCK_N, typename OutT>
+struct TmaStoreEpilogue {
+  static_assert(std::is_same<OutT, __nv_bfloat16>::value || std::is_same<OutT, float>::value,
+                "bf16 or f32 output");
+  static constexpr bool kIsBF16 = std::is_same<OutT, __nv_bfloat16>::value;
+  static constexpr int kElemBytes = static_cast<int>(sizeof(OutT));
+  static constexpr int kRowBytes = BLOCK_N * kElemBytes;
+  static_assert(kRowBytes % 32 == 0, "tile row must be a multiple of 32 bytes (BLOCK_N % 16 == 0 for bf16)");
+  static constexpr int kAtomBytes = (kRowBytes % 128 == 0) ? 128 : (kRowBytes % 64 == 0) ? 64 : 32;
+  static constexpr int kAtomCols = kAtomBytes / kElemBytes;  // columns per atom = TMA box width
+  static constexpr int kNumAtoms = kRowBytes / kAtomBytes;   // TMA stores per warpgroup and tile
+  static constexpr int kBoxRows = kRowsPerMathWarpgroup;     // TMA box height
+  static constexpr int kSmemBytes = ((BLOCK_M * kRowBytes + 1023) / 1024) * 1024;
+  static constexpr int kNumAcc = BLOCK_N / 2;  // accumulator floats per thread (64 x BLOCK_N / 128)
+
+  using Params = EmptyEpilogueParams;
+
+  // XOR term (bytes) of the swizzle for a row of an atom.
+  __device__ __forceinline__ static uint32_t swizzle_xor(uint32_t row) {
+    return ((row / (128 / kAtomBytes)) & (kAtomBytes / 16 - 1)) << 4;
+  }
+
+  __device__ __forceinline__ static void store(const float (&acc)[kNumAcc], uint8_t* smem_d,
+                                               const CUtensorMap* tmap_d, const TileInfo& tile, int wg,
+                                               int tid_in_wg, const Params&) {
+    const uint32_t warp = static_cast<uint32_t>(tid_in_wg) / 32;
+    const uint32_t lane = static_cast<uint32_t>(tid_in_wg) % 32;
+    const uint32_t barrier_id = 1 + static_cast<uint32_t>(wg);
+    // This warpgroup's 64-row slice of every atom starts at atom_base + slice_offset.
+    const uint32_t slice_base = ptx::smem_u32(smem_d) + static_cast<uint32_t>(wg) * kBoxRows * kAtomBytes;
+
+    // 1. The previous tile's TMA stores must have finished reading shared memory before we
+    //    overwrite it (only the issuing thread can wait on its bulk groups; the barrier publishes it).
+    if (tid_in_wg == 0) ptx::bulk_wait_group_read<0>();
+    ptx::named_barrier_sync(barrier_id, 128);
+
+    // 2. Registers -> swizzled shared memory.
+    if constexpr (kIsBF16) {
+      // stmatrix.x4 stores a 16 x 16 block (two 8-column chunks x 16 rows) per instruction:
+      // matrices 0/1 = chunk 2p rows 0-7 / 8-15, matrices 2/3 = chunk 2p+1 rows 0-7 / 8-15.
+      // Lane t addresses row (t%8) + 8*((t/8)%2) of chunk 2p + t/16.
+      const uint32_t row = warp * 16 + (lane & 7) + ((lane >> 3) & 1) * 8;
+      const uint32_t lane_xor = swizzle_xor(row) ^ ((lane >> 4) << 4);  // + 16 bytes for the odd chunk
+      const uint32_t row_addr = slice_base + row * kAtomBytes;
+#pragma unroll
+      for (int p = 0; p < BLOCK_N / 16; ++p) {
+        constexpr int kPairBytes = 32;  // 16 bf16 columns
+        const uint32_t atom = (p * kPairBytes) / kAtomBytes;
+        const uint32_t col = (p * kPairBytes) % kAtomBytes;  // multiple of 32: bit 4 is free for lane_xor
+        const uint32_t addr = row_addr + atom * (BLOCK_M * kAtomBytes) + (col ^ lane_xor);
+        ptx::stmatrix_x4(addr, ptx::pack_bf16x2(acc[8 * p + 0], acc[8 * p + 1]),
+                         ptx::pack_bf16x2(acc[8 * p + 2], acc[8 * p + 3]),
+                         ptx::pack_bf16x2(acc[8 * p + 4], acc[8 * p + 5]),
+                         ptx::pack_bf16x2(acc[8 * p + 6], acc[8 * p + 7]));
+      }
+    } else {
+      // f32: each thread owns 2 consecutive floats (8 bytes) in rows r and r + 8 of every 8-column
+      // chunk. A warp writes 8 rows x 32 bytes per store: with the swizzle, 2 wavefronts (minimal).
+      const uint32_t row = warp * 16 + lane / 4;
+      const uint32_t lane_xor = swizzle_xor(row) ^ ((lane % 4) * 8);  // row + 8 has the same XOR term
+      const uint32_t row_addr = slice_base + row * kAtomBytes;
+#pragma unroll
+      for (int i = 0; i < BLOCK_N / 8; ++i) {
+        constexpr int kChunkBytes = 32;  // 8 f32 columns
+        const uint32_t atom = (i * kChunkBytes) / kAtomBytes;
+        const uint32_t col = (i * kChunkBytes) % kAtomBytes;  // multiple of 32: bits 3-4 free for lane_xor
+        const uint32_t addr = row_addr + atom * (BLOCK_M * kAtomBytes) + (col ^ lane_xor);
+        ptx::st_shared_v2_f32(addr, acc[4 * i + 0], acc[4 * i + 1]);
+        ptx::st_shared_v2_f32(addr + 8 * kAtomBytes, acc[4 * i + 2], acc[4 * i + 3]);
+      }
+    }
+
+    // 3. Make the generic-proxy writes visible to the TMA (async proxy), then let one thread store.
+    ptx::fence_proxy_async_shared();
+    ptx::named_barrier_sync(barrier_id, 128);
+
+    if (tid_in_wg == 0) {
+      const int row = tile.row_start + wg * kBoxRows;
+#pragma unroll
+      for (int a = 0; a < kNumAtoms; ++a) {
+        const int col = tile.col_start + a * kAtomCols;
+        if (col < tile.col_end)  // atoms entirely right of N: nothing to write
+          ptx::tma_store_2d(tmap_d, reinterpret_cast<const void*>(smem_d + a * (BLOCK_M * kAtomBytes) +
+                                                                  wg * kBoxRows * kAtomBytes),
+                            col, row);
+      }
+      ptx::bulk_commit_group();
+    }
+  }
+
+  // Called once per math thread after its last tile: outstanding TMA stores must complete before
+  // the CTA (and its shared memory) goes away.
+  __device__ __forceinline__ static void finish(int tid_in_wg) {
+    if (tid_in_wg == 0) ptx::bulk_wait_group<0>();
+  }
+};
+
+}  // namespace fp8gemm

@@ -1,0 +1,290 @@
+// Host launcher of the sm90 block-scaled FP8 GEMM. The kernels themselves are instantiated in
+// fp8_gemm_inst_*.cu (one translation unit per tile shape, so they compile in parallel).
+#include <algorithm>
+#include <atomic>
+#include <climits>
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <tuple>
+
+#include "common/tma_desc.h"
+#include "gemm/fp8_gemm.h"
+#include "gemm/fp8_gemm_kernel.cuh"
+
+// Defined (explicitly instantiated) in fp8_gemm_inst_*.cu.
+FP8GEMM_COMPILED_TILES(FP8GEMM_EXTERN_TILE)
+
+namespace fp8gemm {
+namespace {
+
+using detail::KernelEntry;
+
+// The two lists of compiled tiles (public constexpr array, internal X-macro) must agree.
+constexpr bool tile_is_listed(int bm, int bn) {
+  for (const CompiledTile& t : kCompiledTiles)
+    if (t.block_m == bm && t.block_n == bn) return true;
+  return false;
+}
+#define FP8GEMM_CHECK_TILE(BM, BN) static_assert(tile_is_listed(BM, BN), "tile missing from kCompiledTiles");
+FP8GEMM_COMPILED_TILES(FP8GEMM_CHECK_TILE)
+#undef FP8GEMM_CHECK_TILE
+#define FP8GEMM_COUNT_TILE(BM, BN) +1
+static_assert(0 FP8GEMM_COMPILED_TILES(FP8GEMM_COUNT_TILE) == kNumCompiledTiles, "tile lists differ");
+#undef FP8GEMM_COUNT_TILE
+
+constexpr int kSmemPerBlockSm90 = 232448;  // 227 KB: per-block opt-in maximum of sm_90
+constexpr int kMaxStagesCap = 32;          // deeper pipelines buy nothing
+constexpr int kMaxDevices = 64;
+constexpr int kNumEntries = 2 * kNumCompiledTiles;
+
+const KernelEntry* registry() {
+#define FP8GEMM_ENTRY(BM, BN) \
+  detail::kernel_entry<BM, BN, OutDtype::kBF16>(), detail::kernel_entry<BM, BN, OutDtype::kF32>(),
+  static const KernelEntry table[kNumEntries] = {FP8GEMM_COMPILED_TILES(FP8GEMM_ENTRY)};
+#undef FP8GEMM_ENTRY
+  return table;
+}
+
+int find_entry(int block_m, int block_n, OutDtype out) {
+  const KernelEntry* t = registry();
+  for (int i = 0; i < kNumEntries; ++i)
+    if (t[i].block_m == block_m && t[i].block_n == block_n && t[i].out == out) return i;
+  return -1;
+}
+
+int stages_that_fit(const KernelEntry& e, int smem_limit) {
+  return std::min(kMaxStagesCap, (smem_limit - e.smem_fixed) / e.smem_per_stage);
+}
+
+// Per-device facts, queried once (benign race: concurrent first calls store the same values).
+struct DeviceFacts {
+  std::atomic<int> num_sms{0};
+  std::atomic<int> smem_limit{0};
+};
+DeviceFacts g_device_facts[kMaxDevices];
+std::atomic<bool> g_smem_attribute_set[kNumEntries][kMaxDevices];
+
+cudaError_t get_device_facts(int dev, int* num_sms, int* smem_limit) {
+  if (dev < 0 || dev >= kMaxDevices) return cudaErrorInvalidDevice;
+  DeviceFacts& f = g_device_facts[dev];
+  int sms = f.num_sms.load(std::memory_order_relaxed);
+  int smem = f.smem_limit.load(std::memory_order_relaxed);
+  if (sms == 0 || smem == 0) {
+    cudaError_t err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
+    if (err != cudaSuccess) return err;
+    err = cudaDeviceGetAttribute(&smem, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev);
+    if (err != cudaSuccess) return err;
+    smem = std::min(smem, kSmemPerBlockSm90);
+    f.num_sms.store(sms, std::memory_order_relaxed);
+    f.smem_limit.store(smem, std::memory_order_relaxed);
+  }
+  *num_sms = sms;
+  *smem_limit = smem;
+  return cudaSuccess;
+}
+
+// Raise the kernel's dynamic shared memory limit once per (kernel, device).
+cudaError_t ensure_smem_attribute(int entry, int dev, int smem_limit) {
+  std::atomic<bool>& done = g_smem_attribute_set[entry][dev];
+  if (done.load(std::memory_order_acquire)) return cudaSuccess;
+  cudaError_t err =
+      cudaFuncSetAttribute(registry()[entry].fn, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_limit);
+  if (err == cudaSuccess) done.store(true, std::memory_order_release);
+  return err;
+}
+
+// How many clusters of 2 can be resident at once (the persistent grid must not exceed it, or some
+// clusters would only start after others finished). Queried once per (kernel, device, smem size).
+cudaError_t max_active_clusters_of_2(int entry, int dev, int smem_bytes, int* out) {
+  static std::mutex mu;
+  static std::map<std::tuple<int, int, int>, int> cache;
+  const auto key = std::make_tuple(entry, dev, smem_bytes);
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    auto it = cache.find(key);
+    if (it != cache.end()) {
+      *out = it->second;
+      return cudaSuccess;
+    }
+  }
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = dim3(2, 1, 1);
+  cfg.blockDim = dim3(registry()[entry].num_threads, 1, 1);
+  cfg.dynamicSmemBytes = static_cast<size_t>(smem_bytes);
+  cudaLaunchAttribute attr;
+  attr.id = cudaLaunchAttributeClusterDimension;
+  attr.val.clusterDim.x = 2;
+  attr.val.clusterDim.y = 1;
+  attr.val.clusterDim.z = 1;
+  cfg.attrs = &attr;
+  cfg.numAttrs = 1;
+  int clusters = 0;
+  cudaError_t err = cudaOccupancyMaxActiveClusters(&clusters, registry()[entry].fn, &cfg);
+  if (err != cudaSuccess) return err;
+  std::lock_guard<std::mutex> lock(mu);
+  cache[key] = clusters;
+  *out = clusters;
+  return cudaSuccess;
+}
+
+// M-blocks per band of the L2-friendly tile order: about `grid` tiles are in flight, covering
+// band_m A row-blocks and grid / band_m B row-blocks; pick the band that minimises that footprint.
+int choose_band_m(int grid, int block_m, int block_n) {
+  int best = 8;
+  long best_cost = LONG_MAX;
+  for (int cand : {8, 16}) {  // even, so that cluster pairs (t, t^1) stay inside a band
+    const long cost = static_cast<long>(cand) * block_m + static_cast<long>((grid + cand - 1) / cand) * block_n;
+    if (cost < best_cost) best_cost = cost, best = cand;
+  }
+  return best;
+}
+
+bool aligned(const void* p, uintptr_t a) { return (reinterpret_cast<uintptr_t>(p) % a) == 0; }
+
+}  // namespace
+
+bool is_compiled(const GemmConfig& cfg, OutDtype out) {
+  if (cfg.multicast != 1 && cfg.multicast != 2) return false;
+  if (cfg.num_stages < 0 || cfg.num_sms < 0) return false;
+  return find_entry(cfg.block_m, cfg.block_n, out) >= 0;
+}
+
+int max_stages(int block_m, int block_n, OutDtype out) {
+  const int idx = find_entry(block_m, block_n, out);
+  if (idx < 0) return 0;
+  return std::max(0, stages_that_fit(registry()[idx], kSmemPerBlockSm90));
+}
+
+cudaError_t launch_fp8_gemm(const GemmProblem& p, const GemmConfig& cfg, cudaStream_t stream) {
+  if (!is_compiled(cfg, p.out_dtype)) return cudaErrorInvalidValue;
+  if (p.m < 0 || p.n < 0 || p.k <= 0) return cudaErrorInvalidValue;
+  if (p.m == 0 || p.n == 0) return cudaSuccess;
+  const int out_bytes = p.out_dtype == OutDtype::kBF16 ? 2 : 4;
+  // TMA: global row pitches must be multiples of 16 bytes, base addresses 16-byte aligned.
+  if (p.k % 16 != 0 || (static_cast<long long>(p.n) * out_bytes) % 16 != 0) return cudaErrorInvalidValue;
+  if (p.sfa_ld < p.m || p.sfa_ld % 4 != 0) return cudaErrorInvalidValue;
+  if (!p.a || !p.b || !p.sfa || !p.sfb || !p.d) return cudaErrorInvalidValue;
+  if (!aligned(p.a, 16) || !aligned(p.b, 16) || !aligned(p.sfa, 16) || !aligned(p.d, 16) || !aligned(p.sfb, 4))
+    return cudaErrorInvalidValue;
+
+  const int entry_idx = find_entry(cfg.block_m, cfg.block_n, p.out_dtype);
+  const KernelEntry& e = registry()[entry_idx];
+
+  int dev = 0;
+  cudaError_t err = cudaGetDevice(&dev);
+  if (err != cudaSuccess) return err;
+  int device_sms = 0, smem_limit = 0;
+  err = get_device_facts(dev, &device_sms, &smem_limit);
+  if (err != cudaSuccess) return err;
+
+  const int num_stages = cfg.num_stages > 0 ? cfg.num_stages : stages_that_fit(e, smem_limit);
+  const int smem_bytes = e.smem_fixed + num_stages * e.smem_per_stage;
+  if (num_stages < 1 || smem_bytes > smem_limit) return cudaErrorInvalidValue;
+  err = ensure_smem_attribute(entry_idx, dev, smem_limit);
+  if (err != cudaSuccess) return err;
+
+  const long long num_m_blocks = (p.m + e.block_m - 1) / e.block_m;
+  const long long num_n_blocks = (p.n + e.block_n - 1) / e.block_n;
+  const long long num_tiles = num_m_blocks * num_n_blocks;
+  if (num_tiles > INT_MAX / 2) return cudaErrorInvalidValue;
+
+  // Persistent grid: one CTA per SM (at most one per tile); even with clusters of 2.
+  const int cluster = cfg.multicast;
+  int grid = cfg.num_sms > 0 ? cfg.num_sms : device_sms;
+  if (cluster == 2) {
+    int clusters = 0;
+    err = max_active_clusters_of_2(entry_idx, dev, smem_bytes, &clusters);
+    if (err != cudaSuccess) return err;
+    grid = std::min(grid / 2, clusters) * 2;
+    grid = static_cast<int>(std::min<long long>(grid, (num_tiles + 1) / 2 * 2));
+    if (grid < 2) return cudaErrorInvalidValue;
+  } else {
+    grid = static_cast<int>(std::min<long long>(grid, num_tiles));
+    if (grid < 1) return cudaErrorInvalidValue;
+  }
+
+  // Tensor maps (encoded per call: they embed the pointers and shapes).
+  const int num_k_blocks = (p.k + kBlockK - 1) / kBlockK;
+  CUtensorMap tmap_a, tmap_b, tmap_sfa, tmap_d;
+  {
+    TensorMap2D d;
+    d.base = p.a;
+    d.dtype = CU_TENSOR_MAP_DATA_TYPE_UINT8;  // e4m3 bytes
+    d.rows = static_cast<uint64_t>(p.m);
+    d.cols = static_cast<uint64_t>(p.k);
+    d.row_pitch_bytes = static_cast<uint64_t>(p.k);
+    d.box_rows = static_cast<uint32_t>(e.block_m);
+    d.box_cols = kBlockK;  // 128 bytes = the 128B swizzle span
+    d.swizzle = CU_TENSOR_MAP_SWIZZLE_128B;
+    if (!encode_tensor_map_2d(&tmap_a, d)) return cudaErrorInvalidValue;
+  }
+  {
+    TensorMap2D d;
+    d.base = p.b;
+    d.dtype = CU_TENSOR_MAP_DATA_TYPE_UINT8;
+    d.rows = static_cast<uint64_t>(p.n);
+    d.cols = static_cast<uint64_t>(p.k);
+    d.row_pitch_bytes = static_cast<uint64_t>(p.k);
+    d.box_rows = static_cast<uint32_t>(e.block_n);
+    d.box_cols = kBlockK;
+    d.swizzle = CU_TENSOR_MAP_SWIZZLE_128B;
+    if (!encode_tensor_map_2d(&tmap_b, d)) return cudaErrorInvalidValue;
+  }
+  {
+    // SFA viewed as [num_k_blocks rows][M cols] with row pitch sfa_ld floats; box = BLOCK_M x 1.
+    TensorMap2D d;
+    d.base = p.sfa;
+    d.dtype = CU_TENSOR_MAP_DATA_TYPE_FLOAT32;
+    d.rows = static_cast<uint64_t>(num_k_blocks);
+    d.cols = static_cast<uint64_t>(p.m);
+    d.row_pitch_bytes = static_cast<uint64_t>(p.sfa_ld) * 4;
+    d.box_rows = 1;
+    d.box_cols = static_cast<uint32_t>(e.block_m);
+    d.swizzle = CU_TENSOR_MAP_SWIZZLE_NONE;
+    if (!encode_tensor_map_2d(&tmap_sfa, d)) return cudaErrorInvalidValue;
+  }
+  {
+    TensorMap2D d;
+    d.base = p.d;
+    d.dtype = p.out_dtype == OutDtype::kBF16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT32;
+    d.rows = static_cast<uint64_t>(p.m);
+    d.cols = static_cast<uint64_t>(p.n);
+    d.row_pitch_bytes = static_cast<uint64_t>(p.n) * out_bytes;
+    d.box_rows = static_cast<uint32_t>(e.d_box_rows);
+    d.box_cols = static_cast<uint32_t>(e.d_box_cols);
+    d.swizzle = swizzle_for_bytes(e.d_swizzle_bytes);
+    d.l2_promotion = CU_TENSOR_MAP_L2_PROMOTION_NONE;
+    if (!encode_tensor_map_2d(&tmap_d, d)) return cudaErrorInvalidValue;
+  }
+
+  GemmKernelArgs args;
+  args.sfb = p.sfb;
+  args.n = p.n;
+  args.num_k_blocks = num_k_blocks;
+  args.num_stages = num_stages;
+  DenseSchedulerParams sched;
+  sched.m = p.m;
+  sched.n = p.n;
+  sched.band_m = choose_band_m(grid, e.block_m, e.block_n);
+  EmptyEpilogueParams epi;
+
+  void* kernel_args[] = {&tmap_a, &tmap_b, &tmap_sfa, &tmap_d, &args, &sched, &epi};
+  cudaLaunchConfig_t lc = {};
+  lc.gridDim = dim3(static_cast<unsigned>(grid), 1, 1);
+  lc.blockDim = dim3(static_cast<unsigned>(e.num_threads), 1, 1);
+  lc.dynamicSmemBytes = static_cast<size_t>(smem_bytes);
+  lc.stream = stream;
+  cudaLaunchAttribute attr;
+  if (cluster == 2) {
+    attr.id = cudaLaunchAttributeClusterDimension;
+    attr.val.clusterDim.x = 2;
+    attr.val.clusterDim.y = 1;
+    attr.val.clusterDim.z = 1;
+    lc.attrs = &attr;
+    lc.numAttrs = 1;
+  }
+  return cudaLaunchKernelExC(&lc, e.fn, kernel_args);
+}
+
+}  // namespace fp8gemm

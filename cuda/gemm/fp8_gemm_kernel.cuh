@@ -1,0 +1,397 @@
+// Block-scaled FP8 GEMM for Hopper (sm_90a), in the style of DeepGEMM's sm90_fp8_gemm_1d2d:
+//
+//   D[m, n] = sum_kb SFA[m, kb] * SFB[n / 128, kb] * sum_{k in block kb} A[m, k] * B[n, k]
+//
+// A: e4m3 [M, K] K-major, B: e4m3 [N, K] K-major, FP32 accumulation, D bf16/f32 [M, N] row-major.
+// SFA: MN-major, (m, kb) at sfa[kb * sfa_ld + m] (loaded per stage by TMA).
+// SFB: row-major [cdiv(N, 128), cdiv(K, 128)] (read by the math threads with __ldg).
+//
+// Structure (one CTA per SM, persistent):
+//   warpgroup 0        TMA producer. setmaxnreg.dec to 40; one elected thread walks the tiles of
+//                      the scheduler and, per 128-wide k-block, waits for a free stage ("empty"
+//                      barrier), then loads the A tile, the SFA slice and the B tile of that stage
+//                      (B multicast to both CTAs of a cluster of 2 when they share it).
+//   warpgroups 1..W    WGMMA consumers (W = BLOCK_M / 64). setmaxnreg.inc; warpgroup w owns rows
+//                      64*(w-1) .. 64*(w-1)+63 of the tile. Per k-block: wait "full" barrier, 4x
+//                      wgmma m64nBLOCK_Nk32 into a fresh FP32 accumulator, wait, release the stage,
+//                      then promote on the CUDA cores: out += acc * (sfa[row] * sfb[col block])
+//                      (two-level accumulation: the tensor core's limited-precision accumulation
+//                      only spans 128 K-elements). After the last k-block the epilogue stores.
+//
+// Pipeline: `num_stages` (runtime) stages, each = A tile [BLOCK_M][128] + B tile [BLOCK_N][128]
+// (128B-swizzled by TMA, 1024-byte aligned) + SFA [BLOCK_M] floats, with a full and an empty
+// mbarrier per stage. The ring (stage index, phase bit) runs continuously across tiles; producer
+// and consumers step through exactly the same sequence of (tile, k-block) pairs.
+//   full[s]:  1 arrival (producer's arrive.expect_tx) + the stage's bytes delivered by TMA.
+//   empty[s]: one arrival per math warp of every CTA in the cluster (cluster_size * 4 * W): with a
+//             cluster of 2, lane 0 of each math warp arrives on rank 0's barrier and lane 1 on rank
+//             1's, so a stage is free in a CTA only when BOTH CTAs' consumers are done with it --
+//             required because rank 0's multicast writes the B tile into both CTAs.
+//             If the peer CTA has no tile any more, both arrivals go to the own barrier.
+// Edges: TMA zero-fills out-of-bounds loads (a partial last k-block contributes zeros, rows >= M
+// and columns >= N read as zero) and clips out-of-bounds stores.
+#pragma once
+
+#include <cuda.h>
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <type_traits>
+
+#include "common/sm90_ptx.cuh"
+#include "gemm/epilogue.cuh"
+#include "gemm/fp8_gemm.h"
+#include "gemm/scheduler.cuh"
+
+namespace fp8gemm {
+
+constexpr int kBlockK = 128;               // K per pipeline stage = scaling block size
+constexpr int kWgmmaK = 32;                // K of one e4m3 wgmma
+constexpr int kNumProducerThreads = 128;   // warpgroup 0
+constexpr int kProducerRegisters = 40;     // setmaxnreg for the producer warpgroup
+
+template <int BLOCK_M, int BLOCK_N, class Epilogue>
+struct GemmTraits {
+  static_assert(BLOCK_M == 64 || BLOCK_M == 128, "BLOCK_M: one or two math warpgroups of 64 rows");
+  static_assert(BLOCK_N % 16 == 0 && BLOCK_N >= 16 && BLOCK_N <= 256, "BLOCK_N: multiple of 16 in [16, 256]");
+  static constexpr int kNumMathWarpgroups = BLOCK_M / 64;
+  static constexpr int kNumMathThreads = 128 * kNumMathWarpgroups;
+  static constexpr int kNumThreads = kNumProducerThreads + kNumMathThreads;
+  // Register budget: 64K registers per SM for one CTA. 3 warpgroups: 40 + 2 * 232 = 504 <= 512 per
+  // "lane slot"; 2 warpgroups: 40 + 240 leaves headroom (the accumulators need BLOCK_N + ~40).
+  static constexpr int kMathRegisters = kNumMathWarpgroups == 2 ? 232 : 240;
+  static_assert(kProducerRegisters * 128 + kMathRegisters * kNumMathThreads <= 65536, "register file");
+
+  static constexpr int kNumAcc = BLOCK_N / 2;  // FP32 accumulators per thread for 64 x BLOCK_N
+  // B-scale blocks a tile can straddle: BLOCK_N not dividing 128 (e.g. 112, 144, 160) means some
+  // tiles have columns in two consecutive 128-wide scale blocks (never more: BLOCK_N <= 256 and
+  // the offset inside the first block is a multiple of gcd(BLOCK_N, 128)).
+  static constexpr bool kMayStraddle = (128 % BLOCK_N) != 0;
+
+  static constexpr int kSmemA = BLOCK_M * kBlockK;  // bytes per stage (1 byte per e4m3)
+  static constexpr int kSmemB = BLOCK_N * kBlockK;
+  static constexpr int kSmemAB = kSmemA + kSmemB;
+  static constexpr int kSmemSFA = ((BLOCK_M * 4 + 127) / 128) * 128;
+  static constexpr int kSmemD = Epilogue::kSmemBytes;
+  static constexpr int kSmemBarriers = 2 * 8;  // full + empty mbarrier per stage
+  static constexpr int kSmemPerStage = kSmemAB + kSmemSFA + kSmemBarriers;
+  static constexpr uint32_t kTxBytesPerStage = kSmemA + kSmemB + BLOCK_M * 4;
+  static_assert(kSmemA % 1024 == 0 && kSmemB % 1024 == 0 && kSmemD % 1024 == 0,
+                "128B-swizzled tiles must stay 1024-byte aligned");
+
+  static constexpr int smem_bytes(int num_stages) { return kSmemD + num_stages * kSmemPerStage; }
+};
+
+// Plain kernel arguments (the tensor maps travel separately as __grid_constant__ parameters).
+struct GemmKernelArgs {
+  const float* sfb;  // B scales, row-major [cdiv(N,128), num_k_blocks] (per group, at sfb_offset)
+  int n;             // N (to clamp the second B-scale block at the right edge)
+  int num_k_blocks;  // cdiv(K, 128)
+  int num_stages;    // pipeline depth (fits the dynamic shared memory the launch provides)
+};
+
+namespace detail {
+
+// out += acc * scale, where chunks (8 columns) [0, kSplit) use the first B-scale block and chunks
+// [kSplit, kNumAcc/4) the second. s_r_b = sfa(row r) * sfb(block b), r = thread's row 0 / row 8.
+template <int kSplit, int kNumAcc>
+__device__ __forceinline__ void promote(float (&out)[kNumAcc], const float (&acc)[kNumAcc], float s0_b0,
+                                        float s1_b0, float s0_b1, float s1_b1) {
+#pragma unroll
+  for (int i = 0; i < kNumAcc / 4; ++i) {
+    const float s0 = i < kSplit ? s0_b0 : s0_b1;  // resolved at compile time
+    const float s1 = i < kSplit ? s1_b0 : s1_b1;
+    out[4 * i + 0] = fmaf(acc[4 * i + 0], s0, out[4 * i + 0]);
+    out[4 * i + 1] = fmaf(acc[4 * i + 1], s0, out[4 * i + 1]);
+    out[4 * i + 2] = fmaf(acc[4 * i + 2], s1, out[4 * i + 2]);
+    out[4 * i + 3] = fmaf(acc[4 * i + 3], s1, out[4 * i + 3]);
+  }
+}
+
+// Turns the tile-uniform runtime split (in 8-column chunks) into a compile-time one so the
+// promotion needs no per-element selects. Candidates are multiples of kStep up to kMax; the split
+// of a tile is min(BLOCK_N, 128 - col_start % 128) / 8 and col_start % 128 is a multiple of
+// gcd(BLOCK_N, 128), so kStep = gcd / 8 covers every case. kMax (= min(BLOCK_N, 128) / 8) is the
+// catch-all.
+template <int kCur, int kStep, int kMax, int kNumAcc>
+__device__ __forceinline__ void promote_dispatch(int split, float (&out)[kNumAcc], const float (&acc)[kNumAcc],
+                                                 float s0_b0, float s1_b0, float s0_b1, float s1_b1) {
+  if constexpr (kCur >= kMax) {
+    promote<kMax>(out, acc, s0_b0, s1_b0, s0_b1, s1_b1);
+  } else {
+    if (split == kCur)
+      promote<kCur>(out, acc, s0_b0, s1_b0, s0_b1, s1_b1);
+    else
+      promote_dispatch<kCur + kStep, kStep, kMax>(split, out, acc, s0_b0, s1_b0, s0_b1, s1_b1);
+  }
+}
+
+constexpr int const_gcd(int a, int b) { return b == 0 ? a : const_gcd(b, a % b); }
+
+}  // namespace detail
+
+template <int BLOCK_M, int BLOCK_N, class Epilogue, class Scheduler>
+__global__ void __launch_bounds__(GemmTraits<BLOCK_M, BLOCK_N, Epilogue>::kNumThreads, 1)
+    sm90_fp8_gemm_kernel(const __grid_constant__ CUtensorMap tmap_a,    // e4m3 [M, K], box 128 x BLOCK_M, SW128
+                         const __grid_constant__ CUtensorMap tmap_b,    // e4m3 [N, K], box 128 x BLOCK_N, SW128
+                         const __grid_constant__ CUtensorMap tmap_sfa,  // f32 [kb][M] (pitch sfa_ld), box BLOCK_M x 1
+                         const __grid_constant__ CUtensorMap tmap_d,    // epilogue output
+                         const GemmKernelArgs args, const typename Scheduler::Params sched_params,
+                         const typename Epilogue::Params epi_params) {
+#if defined(__CUDA_ARCH__) && (__CUDA_ARCH__ >= 900) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  using Traits = GemmTraits<BLOCK_M, BLOCK_N, Epilogue>;
+  using Wgmma = ptx::WgmmaFp8<BLOCK_N>;
+  constexpr int kNumAcc = Traits::kNumAcc;
+  static_assert(Wgmma::kNumAcc == kNumAcc, "wgmma shape");
+
+  // ---------------------------------------------------------------------------------------------
+  // Shared memory: [ D (epilogue) | stage 0 A, B | stage 1 A, B | ... | SFA x stages | barriers ]
+  // ---------------------------------------------------------------------------------------------
+  extern __shared__ __align__(1024) uint8_t smem[];
+  const int num_stages = args.num_stages;
+  const int num_k_blocks = args.num_k_blocks;
+  uint8_t* const smem_d = smem;
+  uint8_t* const smem_ab = smem + Traits::kSmemD;
+  float* const smem_sfa = reinterpret_cast<float*>(smem_ab + num_stages * Traits::kSmemAB);
+  uint64_t* const full_bar =
+      reinterpret_cast<uint64_t*>(smem_ab + num_stages * (Traits::kSmemAB + Traits::kSmemSFA));
+  uint64_t* const empty_bar = full_bar + num_stages;
+
+  // Warp index made warp-uniform explicitly (lets the compiler keep it in a uniform register).
+  const uint32_t warp_idx = __shfl_sync(0xffffffffu, threadIdx.x / 32, 0);
+  const uint32_t lane = ptx::lane_id();
+  const uint32_t cluster_size = ptx::cluster_num_ctas();  // 1, or 2 with TMA multicast
+  const uint32_t cta_rank = ptx::cluster_cta_rank();
+
+  if (warp_idx == 0 && ptx::elect_one()) {
+    ptx::prefetch_tensor_map(&tmap_a);
+    ptx::prefetch_tensor_map(&tmap_b);
+    ptx::prefetch_tensor_map(&tmap_sfa);
+    ptx::prefetch_tensor_map(&tmap_d);
+  }
+  if (warp_idx == 1 && ptx::elect_one()) {
+    // The swizzle patterns (TMA and WGMMA descriptors with base offset 0) assume 1024-byte
+    // aligned tiles; dynamic shared memory starts at the (aligned) window base when the kernel has
+    // no static shared memory. Fail loudly rather than compute garbage if that ever changes.
+    if (ptx::smem_u32(smem) % 1024 != 0) __trap();
+    for (int s = 0; s < num_stages; ++s) {
+      ptx::mbar_init(&full_bar[s], 1);
+      ptx::mbar_init(&empty_bar[s], cluster_size * Traits::kNumMathThreads / 32);
+    }
+    ptx::fence_mbarrier_init();
+  }
+  // Barriers must be initialised in BOTH CTAs before anyone multicasts into or arrives on them.
+  if (cluster_size > 1)
+    ptx::cluster_sync_relaxed_arrive();  // fence_mbarrier_init() above provides the release
+  else
+    __syncthreads();
+
+  // With programmatic dependent launch, global memory written by the previous kernel is only
+  // guaranteed visible after this point (no-op for ordinary launches).
+  ptx::griddep_wait();
+
+  if (warp_idx < kNumProducerThreads / 32) {
+    // =============================== TMA producer warpgroup ===============================
+    ptx::setmaxnreg_dec<kProducerRegisters>();
+    if (warp_idx == 0 && ptx::elect_one()) {
+      Scheduler scheduler(sched_params, cluster_size);
+      TileInfo tile;
+      uint32_t stage = 0, phase = 0;
+      while (scheduler.next(tile)) {
+        for (int kb = 0; kb < num_k_blocks; ++kb) {
+          // Wait until the consumers (of both CTAs with a cluster) released this stage's previous
+          // contents. On the first pass over the ring, parity phase^1 = 1 refers to the phase
+          // "before" the barrier's first one, which counts as complete: no wait.
+          ptx::mbar_wait(&empty_bar[stage], phase ^ 1);
+          uint64_t* bar = &full_bar[stage];
+          uint8_t* smem_a_stage = smem_ab + stage * Traits::kSmemAB;
+          uint8_t* smem_b_stage = smem_a_stage + Traits::kSmemA;
+          // Announce the bytes of the whole stage (also those multicast in by the peer CTA; TMA
+          // always delivers full boxes, zero-filled at the edges).
+          ptx::mbar_arrive_expect_tx(bar, Traits::kTxBytesPerStage);
+          ptx::tma_load_2d(&tmap_a, bar, smem_a_stage, kb * kBlockK, tile.row_start);
+          ptx::tma_load_2d(&tmap_sfa, bar, smem_sfa + stage * (Traits::kSmemSFA / 4), tile.row_start, kb);
+          if (!tile.multicast_b) {
+            ptx::tma_load_2d(&tmap_b, bar, smem_b_stage, kb * kBlockK, tile.b_row);
+          } else if (cta_rank == 0) {
+            constexpr uint16_t kBothCtas = 0x3;  // bits = cluster ranks 0 and 1
+            ptx::tma_load_2d_multicast(&tmap_b, bar, smem_b_stage, kb * kBlockK, tile.b_row, kBothCtas);
+          }
+          if (++stage == static_cast<uint32_t>(num_stages)) stage = 0, phase ^= 1;
+        }
+      }
+      // With a cluster, the peer's consumers arrive on OUR empty barriers (and their producer
+      // multicasts into our shared memory). Before this CTA may exit, wait until every stage has
+      // been released once more, i.e. all those remote arrivals have landed.
+      if (cluster_size > 1) {
+        for (int i = 0; i < num_stages; ++i) {
+          ptx::mbar_wait(&empty_bar[stage], phase ^ 1);
+          if (++stage == static_cast<uint32_t>(num_stages)) stage = 0, phase ^= 1;
+        }
+      }
+    }
+  } else {
+    // ================================ WGMMA math warpgroups ================================
+    ptx::setmaxnreg_inc<Traits::kMathRegisters>();
+    const int wg = static_cast<int>(warp_idx) / 4 - 1;  // math warpgroup: rows [64*wg, 64*wg+64)
+    const int tid_in_wg = static_cast<int>(threadIdx.x) % 128;
+    const int row_in_wg = (static_cast<int>(warp_idx) % 4) * 16 + static_cast<int>(lane) / 4;  // and +8
+    const int num_sfb_rows = (args.n + 127) / 128;
+
+    // Descriptors of stage 0; stage s adds s * kSmemAB bytes (in 16-byte units).
+    const uint64_t desc_a0 = ptx::make_smem_desc_sw128(ptx::smem_u32(smem_ab) + wg * 64 * kBlockK);
+    const uint64_t desc_b0 = ptx::make_smem_desc_sw128(ptx::smem_u32(smem_ab + Traits::kSmemA));
+
+    Scheduler scheduler(sched_params, cluster_size);
+    TileInfo tile;
+    uint32_t stage = 0, phase = 0;
+    float acc[kNumAcc];
+#pragma unroll
+    for (int i = 0; i < kNumAcc; ++i) acc[i] = 0.f;
+
+    while (scheduler.next(tile)) {
+      // Rows of this warpgroup beyond the tile's valid rows: skip the math (still consume stages).
+      const bool active = tile.row_start + wg * 64 < tile.row_end;
+
+      // B scales of this tile: block b0 covers tile columns [0, 8 * split), block b1 the rest.
+      const int sfb_block0 = tile.col_start / 128;
+      const int split = min(BLOCK_N, (sfb_block0 + 1) * 128 - tile.col_start) / 8;
+      const int sfb_block1 = min(sfb_block0 + 1, num_sfb_rows - 1);  // clamped at the right edge
+      const float* sfb0 = args.sfb + tile.sfb_offset + sfb_block0 * num_k_blocks;
+      const float* sfb1 = args.sfb + tile.sfb_offset + sfb_block1 * num_k_blocks;
+      // Software-prefetch the B scales one k-block ahead (global latency off the critical path).
+      float sfb0_next = __ldg(sfb0);
+      float sfb1_next = Traits::kMayStraddle ? __ldg(sfb1) : 0.f;
+
+      float out[kNumAcc];
+#pragma unroll
+      for (int i = 0; i < kNumAcc; ++i) out[i] = 0.f;
+
+      for (int kb = 0; kb < num_k_blocks; ++kb) {
+        const float sfb0_cur = sfb0_next, sfb1_cur = sfb1_next;
+        if (kb + 1 < num_k_blocks) {
+          sfb0_next = __ldg(sfb0 + kb + 1);
+          if (Traits::kMayStraddle) sfb1_next = __ldg(sfb1 + kb + 1);
+        }
+
+        ptx::mbar_wait(&full_bar[stage], phase);
+
+        float sfa0 = 0.f, sfa1 = 0.f;
+        if (active) {
+          // A scales of this thread's two rows; read before the stage is released.
+          const float* sfa_stage = smem_sfa + stage * (Traits::kSmemSFA / 4) + wg * 64;
+          sfa0 = ptx::ld_shared_f32(sfa_stage + row_in_wg);
+          sfa1 = ptx::ld_shared_f32(sfa_stage + row_in_wg + 8);
+
+          const uint64_t stage_offset = static_cast<uint64_t>(stage * Traits::kSmemAB) >> 4;
+          const uint64_t desc_a = desc_a0 + stage_offset;
+          const uint64_t desc_b = desc_b0 + stage_offset;
+          ptx::fence_operands(acc);
+          ptx::wgmma_fence();
+#pragma unroll
+          for (int k = 0; k < kBlockK / kWgmmaK; ++k) {
+            // k * 32 bytes along the 128-byte swizzled row = k * 2 in 16-byte descriptor units.
+            constexpr uint64_t kStep = kWgmmaK / 16;
+            Wgmma::mma(desc_a + k * kStep, desc_b + k * kStep, acc, k > 0 ? 1u : 0u);
+          }
+          ptx::wgmma_commit();
+          ptx::fence_operands(acc);
+          ptx::wgmma_wait<0>();
+          ptx::fence_operands(acc);
+        }
+
+        // Release the stage: this warp no longer reads its shared memory.
+        if (cluster_size == 1) {
+          if (lane == 0) ptx::mbar_arrive(&empty_bar[stage]);
+        } else if (lane < 2) {
+          // lane r arrives on cluster rank r's barrier; with the peer gone, both on our own.
+          ptx::mbar_arrive_cluster(&empty_bar[stage], tile.peer_active ? lane : cta_rank);
+        }
+
+        // Promotion on the CUDA cores (overlaps with the other math warpgroup's WGMMA).
+        if (active) {
+          const float s0_b0 = sfa0 * sfb0_cur, s1_b0 = sfa1 * sfb0_cur;
+          if constexpr (!Traits::kMayStraddle) {
+            detail::promote<kNumAcc / 4>(out, acc, s0_b0, s1_b0, s0_b0, s1_b0);
+          } else {
+            const float s0_b1 = sfa0 * sfb1_cur, s1_b1 = sfa1 * sfb1_cur;
+            constexpr int kStep = detail::const_gcd(BLOCK_N, 128) / 8;
+            constexpr int kMax = (BLOCK_N < 128 ? BLOCK_N : 128) / 8;
+            detail::promote_dispatch<kStep, kStep, kMax>(split, out, acc, s0_b0, s1_b0, s0_b1, s1_b1);
+          }
+        }
+        if (++stage == static_cast<uint32_t>(num_stages)) stage = 0, phase ^= 1;
+      }
+
+      if (active) Epilogue::store(out, smem_d, &tmap_d, tile, wg, tid_in_wg, epi_params);
+    }
+    Epilogue::finish(tid_in_wg);
+  }
+#endif
+}
+
+
+// ------------------------------------------------------------------------------------------------
+// Host-side registry of the compiled kernels.
+//
+// Each fp8_gemm_inst_*.cu explicitly instantiates kernel_entry<BM, BN, out> (which instantiates the
+// kernel); fp8_gemm.cu only sees `extern template` declarations, so the kernels are compiled once,
+// in parallel translation units. FP8GEMM_COMPILED_TILES must list the same tiles as
+// kCompiledTiles in fp8_gemm.h (checked by a static_assert in fp8_gemm.cu).
+// ------------------------------------------------------------------------------------------------
+#define FP8GEMM_COMPILED_TILES(X) X(128, 112) X(128, 128) X(128, 160) X(64, 32) X(64, 64) X(64, 128)
+
+namespace detail {
+
+struct KernelEntry {
+  int block_m = 0, block_n = 0;
+  OutDtype out = OutDtype::kBF16;
+  const void* fn = nullptr;  // the __global__ function (for cudaLaunchKernelExC & attributes)
+  int num_threads = 0;
+  int smem_fixed = 0;      // epilogue shared memory
+  int smem_per_stage = 0;  // per pipeline stage (tiles + SFA + barriers)
+  int d_box_cols = 0, d_box_rows = 0, d_swizzle_bytes = 0;  // TMA store box / swizzle of the D map
+  int out_elem_bytes = 0;
+};
+
+template <int BLOCK_M, int BLOCK_N, OutDtype kOut>
+KernelEntry kernel_entry() {
+  using OutT = typename std::conditional<kOut == OutDtype::kBF16, __nv_bfloat16, float>::type;
+  using Epi = TmaStoreEpilogue<BLOCK_M, BLOCK_N, OutT>;
+  using Traits = GemmTraits<BLOCK_M, BLOCK_N, Epi>;
+  KernelEntry e;
+  e.block_m = BLOCK_M;
+  e.block_n = BLOCK_N;
+  e.out = kOut;
+  e.fn = reinterpret_cast<const void*>(&sm90_fp8_gemm_kernel<BLOCK_M, BLOCK_N, Epi, DenseScheduler<BLOCK_M, BLOCK_N>>);
+  e.num_threads = Traits::kNumThreads;
+  e.smem_fixed = Traits::kSmemD;
+  e.smem_per_stage = Traits::kSmemPerStage;
+  e.d_box_cols = Epi::kAtomCols;
+  e.d_box_rows = Epi::kBoxRows;
+  e.d_swizzle_bytes = Epi::kAtomBytes;
+  e.out_elem_bytes = Epi::kElemBytes;
+  return e;
+}
+
+}  // namespace detail
+
+// Use at global scope.
+#define FP8GEMM_INSTANTIATE_TILE(BM, BN)                                               \
+  namespace fp8gemm {                                                                 \
+  namespace detail {                                                                  \
+  template KernelEntry kernel_entry<BM, BN, OutDtype::kBF16>();                       \
+  template KernelEntry kernel_entry<BM, BN, OutDtype::kF32>();                        \
+  }                                                                                   \
+  }
+
+#define FP8GEMM_EXTERN_TILE(BM, BN)                                                    \
+  namespace fp8gemm {                                                                 \
+  namespace detail {                                                                  \
+  extern template KernelEntry kernel_entry<BM, BN, OutDtype::kBF16>();                \
+  extern template KernelEntry kernel_entry<BM, BN, OutDtype::kF32>();                 \
+  }                                                                                   \
+  }
+
+}  // namespace fp8gemm

@@ -1,0 +1,1 @@
+"""The benchmark command: `python -m jax_fp8gemm.bench --help`."""

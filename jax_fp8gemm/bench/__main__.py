@@ -1,0 +1,57 @@
+"""python -m jax_fp8gemm.bench [--suite quantize,gemm] [--out DIR] [--shapes MxNxK,...]
+
+Prints one table of our ops and their peers measured side by side in this run, writes
+DIR/results.json and DIR/results.png.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+
+os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")  # leave room for torch's peers
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(prog="python -m jax_fp8gemm.bench", description=__doc__)
+    p.add_argument("--suite", default="quantize,gemm")
+    p.add_argument("--out", default="bench_out")
+    p.add_argument("--shapes", default="", help="gemm shapes MxNxK,... (default: SPEC's table)")
+    args = p.parse_args(argv)
+
+    import jax
+
+    import jax_fp8gemm as fg
+
+    from . import report, suites
+
+    path = "sm_90a kernels" if fg.kernels_enabled() else "jnp reference (no Hopper kernels)"
+    print(f"jax {jax.__version__} on {jax.devices()[0].device_kind}; our ops run: {path}",
+          flush=True)
+    start = time.time()
+    rows = []
+    names = [s for s in args.suite.split(",") if s]
+    for name in names:
+        if name not in suites.SUITES:
+            p.error(f"unknown suite {name!r}; choose from {', '.join(suites.SUITES)}")
+    for name in names:
+        kwargs = {}
+        if name == "gemm" and args.shapes:
+            kwargs["shapes"] = [tuple(int(v) for v in s.split("x")) for s in args.shapes.split(",")]
+        for row in suites.SUITES[name](
+                lambda what: print(f"  [{time.time() - start:6.1f}s] {name}: {what}",
+                                   file=sys.stderr, flush=True), **kwargs):
+            rows.append(row)
+            print(report.row_line(row), flush=True)
+    os.makedirs(args.out, exist_ok=True)
+    print()
+    print(report.table(rows, jax.devices()[0].device_kind))
+    report.write(rows, args.out, jax.devices()[0].device_kind)
+    print(f"\nwrote {args.out}/results.json and {args.out}/results.png")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,143 @@
+"""What the benchmark measures: each suite yields cases, each case our op and its peers.
+
+A case is a dict: suite, case (shape text), metric ("TFLOP/s" or "GB/s"), ours (the name of our
+entry), and results {implementation: value or an "n/a: why" string}.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Iterator
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+import jax_fp8gemm as fg
+from jax_fp8gemm import reference
+
+from .timing import sets_needed, time_jax, time_torch
+
+Progress = Callable[[str], None]
+
+GEMM_SHAPES = [
+    (4096, 7168, 16384), (8192, 8192, 8192), (4096, 4096, 7168), (4096, 2112, 7168),
+    (4096, 24576, 1536), (4096, 7168, 2048), (4096, 32768, 512),
+    (128, 7168, 16384), (128, 4096, 7168), (64, 2112, 7168),
+]
+QUANT_CASES = [  # (kind, shape, dtype)
+    ("rowwise", (8192, 7168), jnp.bfloat16), ("rowwise", (16384, 16384), jnp.bfloat16),
+    ("rowwise", (8192, 7168), jnp.float32), ("blockwise", (7168, 16384), jnp.bfloat16),
+    ("blockwise", (16384, 16384), jnp.bfloat16),
+]
+
+
+def _torch():
+    try:
+        import torch
+
+        return torch if torch.cuda.is_available() else None
+    except Exception:  # torch absent or broken: the torch peers are reported n/a
+        return None
+
+
+def _measure(results: dict, name: str, progress: Progress, fn: Callable[[], float], work: float):
+    progress(name)
+    try:
+        results[name] = work / fn()
+    except Exception as e:  # a peer that refuses a shape is a result, not a crash
+        results[name] = f"n/a: {type(e).__name__}: {str(e).splitlines()[0][:80] if str(e) else ''}"
+
+
+def _randn(key, shape, dtype):
+    return jax.random.normal(key, shape, jnp.float32).astype(dtype)
+
+
+def quantize_suite(progress: Progress) -> Iterator[dict]:
+    torch = _torch()
+    for kind, shape, dtype in QUANT_CASES:
+        n_elem = int(np.prod(shape))
+        itemsize = jnp.dtype(dtype).itemsize
+        scales = n_elem // 128 if kind == "rowwise" else n_elem // (128 * 128)
+        moved = n_elem * itemsize + n_elem + scales * 4  # read x, write q and s
+        reps = sets_needed(n_elem * itemsize, min_reps=4, max_reps=16)
+        keys = jax.random.split(jax.random.key(0), reps)
+        sets = [(_randn(k, shape, dtype),) for k in keys]
+        ours = fg.quantize_rowwise if kind == "rowwise" else fg.quantize_blockwise
+        ref = reference.quantize_rowwise if kind == "rowwise" else reference.quantize_blockwise
+        res: dict = {}
+        gb = 1e9
+        _measure(res, "ours", progress, lambda: time_jax(ours, sets), moved / gb)
+        _measure(res, "XLA jnp quantize", progress, lambda: time_jax(ref, sets), moved / gb)
+        copy_bytes = 2 * n_elem * itemsize
+        _measure(res, "XLA copy (elementwise)", progress,
+                 lambda: time_jax(lambda x: -x, sets), copy_bytes / gb)
+        if torch is not None:
+            tdt = {jnp.bfloat16: torch.bfloat16, jnp.float32: torch.float32}[dtype]
+            tsets = [(torch.randn(shape, device="cuda", dtype=tdt),
+                      torch.empty(shape, device="cuda", dtype=tdt)) for _ in range(reps)]
+            _measure(res, "torch copy_", progress,
+                     lambda: time_torch(lambda s, d: d.copy_(s), tsets), copy_bytes / gb)
+            del tsets
+        del sets
+        yield {"suite": "quantize", "case": f"{kind} {'x'.join(map(str, shape))} "
+               f"{jnp.dtype(dtype).name}", "metric": "GB/s", "ours": "ours",
+               "baseline": ["XLA copy (elementwise)", "torch copy_"], "results": res}
+
+
+def _bf16_dequant_dot(a, a_s, b, b_s):
+    """What a JAX user writes today: dequantize to bf16, then a bf16 dot."""
+    x = (fg.reference.dequantize_rowwise(a, a_s)).astype(jnp.bfloat16)
+    w = (fg.reference.dequantize_blockwise(b, b_s)).astype(jnp.bfloat16)
+    return jax.lax.dot_general(x, w, (((1,), (1,)), ((), ())))
+
+
+def _per_tensor_fp8(a, sa, b, sb):
+    """XLA's cuBLASLt FP8 path: f8 x f8 with scalar scales (no fine-grained scaling)."""
+    out = jax.lax.dot_general(a, b, (((1,), (1,)), ((), ())), preferred_element_type=jnp.float32)
+    return (out * (sa * sb)).astype(jnp.bfloat16)
+
+
+def gemm_suite(progress: Progress, shapes=GEMM_SHAPES) -> Iterator[dict]:
+    torch = _torch()
+    for m, n, k in shapes:
+        flops = 2.0 * m * n * k
+        reps = sets_needed(m * k + n * k, min_reps=4, max_reps=32)
+        keys = jax.random.split(jax.random.key(1), 2 * reps)
+        xs = [_randn(keys[2 * i], (m, k), jnp.bfloat16) for i in range(reps)]
+        ws = [_randn(keys[2 * i + 1], (n, k), jnp.bfloat16) for i in range(reps)]
+        q = [(*fg.quantize_rowwise(x), *fg.quantize_blockwise(w)) for x, w in zip(xs, ws)]
+        res: dict = {}
+        tf = 1e12
+        _measure(res, "ours", progress, lambda: time_jax(fg.gemm, q), flops / tf)
+        _measure(res, "XLA bf16 dot", progress, lambda: time_jax(
+            lambda x, w: jax.lax.dot_general(x, w, (((1,), (1,)), ((), ()))),
+            list(zip(xs, ws))), flops / tf)
+        _measure(res, "XLA dequant+dot", progress, lambda: time_jax(_bf16_dequant_dot, q),
+                 flops / tf)
+        scalar = jnp.float32(0.5)
+        _measure(res, "XLA FP8 per-tensor", progress, lambda: time_jax(
+            _per_tensor_fp8, [(s[0], scalar, s[2], scalar) for s in q]), flops / tf)
+        del xs, ws
+        if torch is not None:
+            _measure(res, "torch _scaled_mm blockwise", progress,
+                     lambda: _time_torch_scaled_mm(torch, m, n, k, reps), flops / tf)
+        del q
+        yield {"suite": "gemm", "case": f"{m}x{n}x{k}", "metric": "TFLOP/s", "ours": "ours",
+               "baseline": ["XLA bf16 dot", "XLA FP8 per-tensor", "torch _scaled_mm blockwise"],
+               "bytes": m * k + n * k + 2 * m * n, "results": res}
+
+
+def _time_torch_scaled_mm(torch, m, n, k, reps):
+    """cuBLASLt's own 1x128 / 128x128 FP8 GEMM through torch (strict scale layouts)."""
+    sets = []
+    for _ in range(reps):
+        a = torch.randn(m, k, device="cuda").to(torch.float8_e4m3fn)
+        b = torch.randn(n, k, device="cuda").to(torch.float8_e4m3fn)
+        sa = torch.rand(k // 128, m, device="cuda").t()  # [M, K/128], column-major
+        sb = torch.rand(k // 128, n // 128, device="cuda").t()  # [N/128, K/128] column-major
+        sets.append((a, b.t(), sa, sb.t()))
+    fn = lambda a, b, sa, sb: torch._scaled_mm(a, b, sa, sb, out_dtype=torch.bfloat16)
+    return time_torch(fn, sets)
+
+
+SUITES = {"quantize": quantize_suite, "gemm": gemm_suite}

@@ -1,0 +1,121 @@
+"""The CUDA kernels against the reference, on a Hopper GPU (skipped elsewhere).
+
+Fresh random data every run, never zeros. The GEMM output buffer is poisoned first: XLA's
+allocator hands the kernel memory that a large NaN array just freed, so an element the kernel
+fails to write shows up as NaN.
+"""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from conftest import calc_diff, dequant64, gpu, randn
+
+import jax_fp8gemm as fg
+
+pytestmark = [gpu, pytest.mark.gpu]
+
+
+def bits(x):
+    return np.asarray(x).view(np.uint8 if x.dtype == jnp.float8_e4m3fn else np.uint32)
+
+
+def assert_bitwise(kernel_out, ref_out):
+    for got, want in zip(kernel_out, ref_out):
+        got, want = np.asarray(got), np.asarray(want)
+        assert got.shape == want.shape and got.dtype == want.dtype
+        nan = np.isnan(got.astype(np.float32)) & np.isnan(want.astype(np.float32))
+        mismatch = (bits(got) != bits(want)) & ~nan
+        assert not mismatch.any(), f"{mismatch.sum()} of {mismatch.size} differ"
+
+
+def poison_allocator(nbytes):
+    jnp.full((nbytes // 4 + 1,), jnp.nan, jnp.float32).block_until_ready()
+
+
+QUANT_SHAPES = [(1, 128), (3, 7, 300), (4096, 7168), (129, 1000), (33, 136), (5, 4)]
+
+
+@pytest.mark.parametrize("dtype", [jnp.float32, jnp.bfloat16, jnp.float16])
+@pytest.mark.parametrize("shape", QUANT_SHAPES)
+@pytest.mark.parametrize("pow2", [False, True])
+def test_quantize_rowwise_kernel_bitwise(rng, dtype, shape, pow2):
+    scale = rng.choice([1e-3, 1.0, 300.0])
+    x = randn(rng, shape, dtype, scale=scale) * jnp.exp(randn(rng, shape, dtype))
+    x = x.at[..., :128].set(0) if shape[-1] > 256 else x  # all-zero groups too
+    got = jax.jit(fg.quantize_rowwise, static_argnames="pow2_scale")(x, pow2_scale=pow2)
+    ref = jax.jit(fg.reference.quantize_rowwise, static_argnums=1)(x, pow2)
+    assert_bitwise(got, ref)
+
+
+@pytest.mark.parametrize("dtype", [jnp.float32, jnp.bfloat16, jnp.float16])
+@pytest.mark.parametrize("shape", [(128, 128), (300, 260), (2, 7168, 2048), (3, 129, 8), (1, 4)])
+@pytest.mark.parametrize("pow2", [False, True])
+def test_quantize_blockwise_kernel_bitwise(rng, dtype, shape, pow2):
+    w = randn(rng, shape, dtype, scale=rng.choice([1e-2, 1.0, 50.0]))
+    got = jax.jit(fg.quantize_blockwise, static_argnames="pow2_scale")(w, pow2_scale=pow2)
+    ref = jax.jit(fg.reference.quantize_blockwise, static_argnums=1)(w, pow2)
+    assert_bitwise(got, ref)
+
+
+@pytest.mark.parametrize("scale", [1e-30, 1e30])
+def test_quantize_extreme_magnitudes(rng, scale):
+    x = randn(rng, (64, 512), jnp.float32, scale=scale)
+    assert_bitwise(fg.quantize_rowwise(x), jax.jit(fg.reference.quantize_rowwise)(x))
+    assert_bitwise(fg.quantize_blockwise(x), jax.jit(fg.reference.quantize_blockwise)(x))
+
+
+def test_quantize_nan_inf_match_reference(rng):
+    x = np.array(randn(rng, (4, 512), jnp.float32))
+    x[0, 3], x[1, 300], x[2, 511] = np.nan, np.inf, -np.inf
+    x = jnp.asarray(x)
+    assert_bitwise(fg.quantize_rowwise(x), jax.jit(fg.reference.quantize_rowwise)(x))
+    assert_bitwise(fg.quantize_blockwise(x), jax.jit(fg.reference.quantize_blockwise)(x))
+
+
+def test_quantize_under_vmap_uses_kernel(rng):
+    x = randn(rng, (3, 64, 512), jnp.bfloat16)
+    hlo = jax.jit(jax.vmap(fg.quantize_rowwise)).lower(x).as_text()
+    assert "fp8gemm_quantize_rowwise" in hlo
+    assert_bitwise(jax.vmap(fg.quantize_rowwise)(x), jax.jit(fg.reference.quantize_rowwise)(x))
+
+
+GEMM_SHAPES = [
+    # DeepGEMM's table
+    (4096, 7168, 16384), (4096, 4096, 7168), (4096, 2112, 7168), (4096, 24576, 1536),
+    (4096, 7168, 2048), (4096, 32768, 512), (128, 7168, 16384), (64, 2112, 7168),
+    # odd shapes
+    (1, 2112, 7168), (7, 4096, 512), (63, 24576, 1536), (129, 2112, 1552), (4095, 7168, 512),
+    (300, 160, 144), (1000, 8, 128), (257, 1000, 272),
+]
+
+
+@pytest.mark.parametrize("m,n,k", GEMM_SHAPES)
+@pytest.mark.parametrize("out_dtype", [jnp.bfloat16, jnp.float32])
+def test_gemm_kernel(rng, m, n, k, out_dtype):
+    x, w = randn(rng, (m, k), jnp.bfloat16), randn(rng, (n, k), jnp.bfloat16)
+    a, a_s = fg.quantize_rowwise(x)
+    b, b_s = fg.quantize_blockwise(w)
+    gemm = jax.jit(fg.gemm, static_argnames="out_dtype")
+    assert "fp8gemm_gemm" in gemm.lower(a, a_s, b, b_s, out_dtype=out_dtype).as_text()
+    poison_allocator(m * n * 4)
+    out = gemm(a, a_s, b, b_s, out_dtype=out_dtype)
+    out_np = np.asarray(out.astype(jnp.float32))
+    assert not np.isnan(out_np).any(), "unwritten (poisoned) or NaN outputs"
+    # float64 reference of the dequantized operands: on rows/cols samples for the big shapes.
+    rows = np.unique(rng.integers(0, m, min(m, 512)))
+    ref = dequant64(a[rows], a_s[rows], False) @ dequant64(b, b_s, True).T
+    assert calc_diff(out_np[rows], ref) <= 1e-5
+    if m * n >= 4096:
+        unq = (np.asarray(x[rows], np.float64) @ np.asarray(w, np.float64).T)
+        assert calc_diff(out_np[rows], unq) <= 1e-3
+    again = gemm(a, a_s, b, b_s, out_dtype=out_dtype)
+    np.testing.assert_array_equal(np.asarray(again).view(np.uint8), np.asarray(out).view(np.uint8))
+
+
+def test_gemm_batched_and_vmapped_kernel(rng):
+    a, a_s = fg.quantize_rowwise(randn(rng, (3, 100, 512), jnp.bfloat16))
+    b, b_s = fg.quantize_blockwise(randn(rng, (256, 512), jnp.bfloat16))
+    out = jax.jit(jax.vmap(fg.gemm, in_axes=(0, 0, None, None)))(a, a_s, b, b_s)
+    ref = jax.jit(jax.vmap(fg.reference.gemm, in_axes=(0, 0, None, None)))(a, a_s, b, b_s)
+    assert calc_diff(out, ref) <= 1e-5

@@ -1,0 +1,82 @@
+#!/usr/bin/env bash
+# The one script for a lent Hopper machine (the `device` tool runs it in a copy of the repo):
+# build the extension, read the register/spill report and the SASS, run the GPU tests, the
+# standalone GEMM harness, compute-sanitizer on small cases and the benchmark. Logs go to $OUT
+# (at most 8 files come back: keep it so).
+#
+#   STEPS=build,tests,standalone,sanitize,bench  (default: all)   BENCH_ARGS="--suite gemm"
+#   TESTS="tests/test_gpu.py"                                      (default: the whole suite)
+set -uo pipefail
+OUT=${OUT:-/tmp/gpu_check_out}
+mkdir -p "$OUT"
+STEPS=${STEPS:-build,tests,standalone,sanitize,bench}
+export PYTHONUNBUFFERED=1 CMAKE_BUILD_PARALLEL_LEVEL=${CMAKE_BUILD_PARALLEL_LEVEL:-16}
+PY=${PY:-python3}
+has() { [[ ",$STEPS," == *",$1,"* ]]; }
+summary="$OUT/summary.txt"
+: > "$summary"
+note() { echo "$*" | tee -a "$summary"; }
+t0=$(date +%s)
+stamp() { echo "[$(( $(date +%s) - t0 ))s]"; }
+
+# Wheels the machine lacks travel in .whl/ (named in the run's carry).
+if compgen -G ".whl/*.whl" >/dev/null; then
+  $PY -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl
+  export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
+fi
+nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader | tee -a "$summary"
+note "commit: $(git rev-parse --short HEAD 2>/dev/null || echo unknown) $(git status --porcelain 2>/dev/null | grep -q . && echo '+uncommitted')"
+
+if has build; then
+  note "$(stamp) build"
+  if ! $PY -m pip install --no-build-isolation --no-deps -v . \
+      -Ccmake.define.FP8GEMM_PTXAS_VERBOSE=ON > "$OUT/build.log" 2>&1; then
+    note "BUILD FAILED"; tail -40 "$OUT/build.log"; exit 1
+  fi
+  so=$(cd /tmp && $PY -c "import jax_fp8gemm._cuda as c; print(c.__file__)")
+  note "registers / spills (ptxas):"
+  grep -E "Compiling entry|Function properties|registers|spill" "$OUT/build.log" \
+    | sed -E 's/.*ptxas info *: *//' | grep -E "registers|spill|Compiling" \
+    | paste - - - 2>/dev/null | sed -E 's/Compiling entry function//' | cut -c1-220 >> "$summary"
+  cuobjdump -sass "$so" > /tmp/sass.txt
+  note "SASS: QGMMA=$(grep -c QGMMA /tmp/sass.txt) UTMALDG=$(grep -c UTMALDG /tmp/sass.txt)" \
+       "UTMASTG=$(grep -c UTMASTG /tmp/sass.txt) STSM=$(grep -c STSM /tmp/sass.txt)" \
+       "LDL=$(grep -c 'LDL' /tmp/sass.txt) STL=$(grep -c 'STL' /tmp/sass.txt)"
+fi
+
+if has tests; then
+  note "$(stamp) tests"
+  (cd /tmp && $PY -c "import jax_fp8gemm as fg; print('kernels enabled:', fg.kernels_enabled())") \
+    | tee -a "$summary"
+  pytest -q -p no:cacheprovider ${TESTS:-tests} > "$OUT/tests.log" 2>&1
+  note "tests: $(tail -1 "$OUT/tests.log")"
+  grep -E "^(FAILED|ERROR)" "$OUT/tests.log" | head -20 | tee -a "$summary"
+fi
+
+if has standalone && [ -f tools/gemm_standalone_test.cu ]; then
+  note "$(stamp) standalone GEMM harness"
+  nvcc -gencode=arch=compute_90a,code=sm_90a -O3 -std=c++17 --expt-relaxed-constexpr -Icuda \
+    tools/gemm_standalone_test.cu cuda/gemm/*.cu -o /tmp/gemm_test > "$OUT/standalone.log" 2>&1 \
+    && /tmp/gemm_test >> "$OUT/standalone.log" 2>&1
+  note "standalone exit $?: $(tail -3 "$OUT/standalone.log" | tr '\n' ' ')"
+fi
+
+if has sanitize; then
+  note "$(stamp) compute-sanitizer (small shapes)"
+  {
+    if [ -x /tmp/gemm_test ]; then
+      compute-sanitizer --tool memcheck --error-exitcode 9 /tmp/gemm_test --small; echo "memcheck gemm: $?"
+      compute-sanitizer --tool racecheck --error-exitcode 9 /tmp/gemm_test --small; echo "racecheck gemm: $?"
+    fi
+    (cd /tmp && XLA_PYTHON_CLIENT_PREALLOCATE=false compute-sanitizer --tool memcheck \
+      --error-exitcode 9 $PY "$OLDPWD/tools/sanitize_small.py"); echo "memcheck jax ops: $?"
+  } > "$OUT/sanitize.log" 2>&1
+  grep -E "^(memcheck|racecheck)|ERROR SUMMARY|RACECHECK SUMMARY" "$OUT/sanitize.log" | tee -a "$summary"
+fi
+
+if has bench; then
+  note "$(stamp) benchmark"
+  (cd /tmp && $PY -m jax_fp8gemm.bench --out "$OUT" ${BENCH_ARGS:-}) > "$OUT/bench.log" 2>&1
+  sed -n '/^## /,$p' "$OUT/bench.log" | tee -a "$summary"
+fi
+note "$(stamp) done"

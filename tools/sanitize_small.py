@@ -1,0 +1,19 @@
+"""Small runs of every kernel-backed op, for compute-sanitizer (tools/gpu_check.sh)."""
+
+import jax
+import jax.numpy as jnp
+
+import jax_fp8gemm as fg
+
+key = jax.random.key(0)
+for shape in [(3, 200), (2, 130, 136), (5, 4)]:
+    for dtype in (jnp.float32, jnp.bfloat16, jnp.float16):
+        x = jax.random.normal(key, shape, jnp.float32).astype(dtype)
+        jax.block_until_ready(fg.quantize_rowwise(x, pow2_scale=True))
+        jax.block_until_ready(fg.quantize_blockwise(x))
+for m, n, k in [(1, 16, 128), (130, 264, 400), (64, 160, 144)]:
+    a, a_s = fg.quantize_rowwise(jax.random.normal(key, (m, k)))
+    b, b_s = fg.quantize_blockwise(jax.random.normal(key, (n, k)))
+    for out_dtype in (jnp.bfloat16, jnp.float32):
+        jax.block_until_ready(fg.gemm(a, a_s, b, b_s, out_dtype=out_dtype))
+print("sanitize_small: done")
