@@ -43,12 +43,17 @@ def mn_major_scales(a_s: jax.Array) -> jax.Array:
     return jnp.pad(a_s.T, ((0, 0), (0, -m % 4)))
 
 
+def gemm_kernel_call(a, a_s, b, b_s, config: gemm_config.GemmConfig, out_dtype=jnp.bfloat16):
+    """The FFI call with an explicit configuration (the benchmark's config sweep uses this)."""
+    out = jax.ShapeDtypeStruct((a.shape[0], b.shape[0]), out_dtype)
+    return jax.ffi.ffi_call("fp8gemm_gemm", out)(a, mn_major_scales(a_s), b, b_s,
+                                                 **config.attributes())
+
+
 def _kernel(a, a_s, b, b_s, *, out_dtype):
     (m, k), n = a.shape, b.shape[0]
     config = gemm_config.pick(m, n, k, out_dtype, _kernels.num_sms())
-    out = jax.ShapeDtypeStruct((m, n), out_dtype)
-    return jax.ffi.ffi_call("fp8gemm_gemm", out)(a, mn_major_scales(a_s), b, b_s,
-                                                 **config.attributes())
+    return gemm_kernel_call(a, a_s, b, b_s, config, out_dtype)
 
 
 def _use_kernel(a, a_s, b, b_s, *, out_dtype):

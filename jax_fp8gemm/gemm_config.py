@@ -15,9 +15,9 @@ import numpy as np
 
 from .reference import cdiv
 
-# (block_m, block_n) pairs compiled into the extension (cuda/gemm/fp8_gemm.cu).
-COMPILED_BLOCK_M = (64, 128)
-COMPILED_BLOCK_N = (64, 128, 160)
+# (block_m, block_n) pairs compiled into the extension: kCompiledTiles in cuda/gemm/fp8_gemm.h.
+# block_m 128 = two math warpgroups (throughput); block_m 64 = one (decode, small M).
+COMPILED_TILES = ((128, 112), (128, 128), (128, 160), (64, 32), (64, 64), (64, 128))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -33,21 +33,24 @@ class GemmConfig:
 
 
 def pick(m: int, n: int, k: int, out_dtype, num_sms: int) -> GemmConfig:
-    del k  # every K block costs the same per tile; K does not change the ranking
-    block_ms = (64,) if m <= 64 else COMPILED_BLOCK_M
+    """The configuration for one static shape (K does not change the ranking: every K step costs
+    the same per tile; the output dtype only changes the epilogue)."""
+    del k, out_dtype
     best = None
-    for bm in block_ms:
-        for bn in COMPILED_BLOCK_N:
-            tiles = cdiv(m, bm) * cdiv(n, bn)
-            waves = cdiv(tiles, num_sms)
-            # cost ~ waves x per-tile time; per-tile time ~ bm*bn MACs plus (bm+bn) loads per K.
-            cost = waves * (bm * bn + 32 * (bm + bn))
-            key = (cost, -bm * bn)
-            if best is None or key < best[0]:
-                best = (key, bm, bn)
+    for bm, bn in COMPILED_TILES:
+        if m <= 64 and bm > 64:
+            continue  # a second math warpgroup would only multiply zeros
+        tiles = cdiv(m, bm) * cdiv(n, bn)
+        waves = cdiv(tiles, num_sms)
+        # per-tile time ~ bm*bn MACs plus (bm+bn) operand rows loaded per K step (the load term
+        # is what makes small tiles lose when M is large, and big ones lose when M is tiny).
+        cost = waves * (bm * bn + 64 * (bm + bn))
+        key = (cost, -bm * bn)
+        if best is None or key < best[0]:
+            best = (key, bm, bn)
     _, bm, bn = best
-    tiles = cdiv(m, bm) * cdiv(n, bn)
-    multicast = 2 if (m >= 1024 and cdiv(m, bm) % 2 == 0 and tiles >= num_sms) else 1
-    del out_dtype
+    # Multicast pairs two CTAs on neighbouring M tiles of one N tile (B loaded once for both):
+    # worth it once there are at least two M tiles and enough tiles to keep every SM busy.
+    multicast = 2 if cdiv(m, bm) >= 2 and cdiv(m, bm) * cdiv(n, bn) >= num_sms else 1
     return GemmConfig(block_m=bm, block_n=bn, num_stages=0, num_sms=int(num_sms),
                       multicast=multicast)

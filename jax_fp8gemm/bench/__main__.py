@@ -38,7 +38,7 @@ def main(argv=None) -> int:
             p.error(f"unknown suite {name!r}; choose from {', '.join(suites.SUITES)}")
     for name in names:
         kwargs = {}
-        if name == "gemm" and args.shapes:
+        if name.startswith("gemm") and args.shapes:
             kwargs["shapes"] = [tuple(int(v) for v in s.split("x")) for s in args.shapes.split(",")]
         for row in suites.SUITES[name](
                 lambda what: print(f"  [{time.time() - start:6.1f}s] {name}: {what}",

@@ -97,6 +97,33 @@ def _per_tensor_fp8(a, sa, b, sb):
     return (out * (sa * sb)).astype(jnp.bfloat16)
 
 
+def gemm_sweep_suite(progress: Progress, shapes=GEMM_SHAPES) -> Iterator[dict]:
+    """Every compiled tile x multicast on every shape: the measured table behind gemm_config."""
+    from jax_fp8gemm import _kernels, gemm_config
+    from jax_fp8gemm.gemm import gemm_kernel_call
+
+    for m, n, k in shapes:
+        reps = sets_needed(m * k + n * k, min_reps=4, max_reps=32)
+        keys = jax.random.split(jax.random.key(2), 2 * reps)
+        q = [(*fg.quantize_rowwise(_randn(keys[2 * i], (m, k), jnp.bfloat16)),
+              *fg.quantize_blockwise(_randn(keys[2 * i + 1], (n, k), jnp.bfloat16)))
+             for i in range(reps)]
+        picked = gemm_config.pick(m, n, k, jnp.bfloat16, _kernels.num_sms())
+        res: dict = {}
+        for bm, bn in gemm_config.COMPILED_TILES:
+            if m <= 64 and bm > 64:
+                continue
+            for mc in (1, 2):
+                cfg = gemm_config.GemmConfig(bm, bn, 0, _kernels.num_sms(), mc)
+                name = f"{bm}x{bn}/mc{mc}" + (" (picked)" if cfg == picked else "")
+                _measure(res, name, progress, lambda: time_jax(
+                    lambda a, a_s, b, b_s: gemm_kernel_call(a, a_s, b, b_s, cfg), q),
+                    2.0 * m * n * k / 1e12)
+        ours = next(k for k in res if "(picked)" in k)
+        yield {"suite": "gemm-sweep", "case": f"{m}x{n}x{k}", "metric": "TFLOP/s",
+               "ours": ours, "results": res}
+
+
 def gemm_suite(progress: Progress, shapes=GEMM_SHAPES) -> Iterator[dict]:
     torch = _torch()
     for m, n, k in shapes:
@@ -140,4 +167,4 @@ def _time_torch_scaled_mm(torch, m, n, k, reps):
     return time_torch(fn, sets)
 
 
-SUITES = {"quantize": quantize_suite, "gemm": gemm_suite}
+SUITES = {"quantize": quantize_suite, "gemm": gemm_suite, "gemm-sweep": gemm_sweep_suite}
