@@ -11,13 +11,16 @@ On Hopper the ops run sm_90a CUDA kernels through XLA FFI; elsewhere the same ma
 
 from . import reference
 from ._kernels import extension_built, kernels_enabled
+from .dot import dot_general, fp8_dot, ragged_dot
 from .gemm import gemm
 from .grouped import grouped_gemm, grouped_gemm_masked
 from .quantize import dequantize_blockwise, dequantize_rowwise, quantize_blockwise, quantize_rowwise
+from .wgrad import gemm_wgrad, grouped_gemm_wgrad
 
 __all__ = [
     "quantize_rowwise", "quantize_blockwise", "dequantize_rowwise", "dequantize_blockwise",
-    "gemm", "grouped_gemm", "grouped_gemm_masked", "reference", "extension_built",
+    "gemm", "grouped_gemm", "grouped_gemm_masked", "gemm_wgrad", "grouped_gemm_wgrad",
+    "fp8_dot", "dot_general", "ragged_dot", "reference", "extension_built",
     "kernels_enabled",
 ]
 __version__ = "0.1.0"

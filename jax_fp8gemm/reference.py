@@ -131,3 +131,22 @@ def grouped_gemm_masked(a, a_s, b, b_s, masked_m, out_dtype=jnp.bfloat16):
     out = _nt(dequantize_rowwise(a, a_s), dequantize_blockwise(b, b_s))
     rows = jnp.arange(a.shape[1])[None, :, None]
     return jnp.where(rows < masked_m.astype(jnp.int32)[:, None, None], out, 0.0).astype(out_dtype)
+
+
+def gemm_wgrad(a, a_s, b, b_s, out_dtype=jnp.float32):
+    """Weight-gradient GEMM: a [M, T], b [N, T], both with 1x128 scales along the token axis T
+    ([M, cdiv(T,128)], [N, cdiv(T,128)]) -> [M, N] = a @ b.T, contracted over tokens."""
+    return _nt(dequantize_rowwise(a, a_s), dequantize_rowwise(b, b_s)).astype(out_dtype)
+
+
+def grouped_gemm_wgrad(a, a_s, b, b_s, group_sizes, out_dtype=jnp.float32):
+    """k-grouped weight gradient: tokens T split into consecutive groups by group_sizes [G];
+    out[g] = a[:, tokens of g] @ b[:, tokens of g].T -> [G, M, N]. Tokens past the sum are unused."""
+    t = a.shape[-1]
+    ids = group_ids(group_sizes, t)  # [T], G for unused tokens
+    onehot = (ids[None, :] == jnp.arange(group_sizes.shape[0])[:, None]).astype(jnp.float32)
+    a_f = dequantize_rowwise(a, a_s)
+    b_f = dequantize_rowwise(b, b_s)
+    out = jnp.einsum("gt,mt,nt->gmn", onehot, a_f, b_f, precision=jax.lax.Precision.HIGHEST,
+                     preferred_element_type=jnp.float32)
+    return out.astype(out_dtype)

@@ -1,0 +1,151 @@
+"""FP8 training ops: forward and gradients against float64 references of the same quantized math
+and against bf16 autodiff of the unquantized op; the dot_general / ragged_dot drop-ins."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from conftest import calc_diff, randn
+
+import jax_fp8gemm as fg
+from jax_fp8gemm import reference as R
+
+
+def f64(x):
+    return np.asarray(jax.device_get(x), np.float64)
+
+
+def deq_rows(x):
+    return f64(R.dequantize_rowwise(*R.quantize_rowwise(x)))
+
+
+def deq_blocks(w):
+    return f64(R.dequantize_blockwise(*R.quantize_blockwise(w)))
+
+
+@pytest.mark.parametrize("m,k,n", [(256, 384, 256), (130, 200, 72)])
+def test_fp8_dot_forward_and_grads(rng, m, k, n):
+    x = randn(rng, (m, k), jnp.bfloat16)
+    w = randn(rng, (k, n), jnp.bfloat16, scale=0.05)
+    dy = randn(rng, (m, n), jnp.bfloat16)
+    y, vjp = jax.vjp(fg.fp8_dot, x, w)
+    dx, dw = vjp(dy)
+    assert y.shape == (m, n) and y.dtype == jnp.bfloat16
+    assert dx.shape == x.shape and dx.dtype == x.dtype and dw.shape == w.shape
+    # Same quantized math in float64 (padding to multiples of 16 changes nothing).
+    pad = lambda v, axis: np.pad(v, [(0, -v.shape[a] % 16 if a == axis % v.ndim else 0) for a in range(v.ndim)])
+    xp, wp = f64(x), f64(w)
+    y_ref = deq_rows(pad(xp, 1)) @ deq_blocks(pad(wp.T, 1)).T
+    assert calc_diff(y, y_ref) <= 1e-5
+    dyp = f64(dy)
+    dx_ref = (deq_rows(pad(dyp, 1)) @ deq_blocks(pad(wp, 1)).T)[:, :k]
+    dw_ref = (deq_rows(pad(xp.T, 1)) @ deq_rows(pad(dyp.T, 1)).T)
+    assert calc_diff(dx, dx_ref) <= 1e-5
+    assert calc_diff(dw, dw_ref) <= 1e-5
+    # Against bf16 autodiff of the unquantized op.
+    y_bf, vjp_bf = jax.vjp(lambda a, b: jnp.dot(a, b, preferred_element_type=jnp.float32), x, w)
+    dx_bf, dw_bf = vjp_bf(dy.astype(jnp.float32))
+    assert calc_diff(y, y_bf) <= 2e-3
+    assert calc_diff(dx, dx_bf) <= 2e-3
+    assert calc_diff(dw, dw_bf) <= 2e-3
+
+
+def test_fp8_dot_jit_grad_leading_axes_vmap_remat(rng):
+    x = randn(rng, (2, 64, 128), jnp.float32)
+    w = randn(rng, (128, 48), jnp.float32, scale=0.1)
+    loss = lambda x, w: jnp.sum(fg.fp8_dot(x, w) ** 2)
+    gx, gw = jax.jit(jax.grad(loss, argnums=(0, 1)))(x, w)
+    gx_r, gw_r = jax.jit(jax.grad(jax.checkpoint(loss), argnums=(0, 1)))(x, w)
+    np.testing.assert_array_equal(np.asarray(gx), np.asarray(gx_r))
+    np.testing.assert_array_equal(np.asarray(gw), np.asarray(gw_r))
+    ref_gx, ref_gw = jax.grad(lambda x, w: jnp.sum((x @ w) ** 2), argnums=(0, 1))(x, w)
+    assert calc_diff(gx, ref_gx) <= 2e-3 and calc_diff(gw, ref_gw) <= 2e-3
+    yv = jax.vmap(fg.fp8_dot, in_axes=(0, None))(x, w)
+    np.testing.assert_array_equal(np.asarray(yv), np.asarray(fg.fp8_dot(x, w)))
+
+    def step(carry, xi):
+        return carry + jnp.sum(fg.fp8_dot(xi, w)), None
+    total, _ = jax.lax.scan(step, 0.0, x)
+    assert np.isfinite(float(total))
+
+
+def test_dot_general_drop_in(rng):
+    x = randn(rng, (4, 32, 256), jnp.bfloat16)
+    w = randn(rng, (256, 128), jnp.bfloat16, scale=0.05)
+    dn = (((2,), (0,)), ((), ()))
+    out = fg.dot_general(x, w, dn)
+    np.testing.assert_array_equal(np.asarray(out), np.asarray(fg.fp8_dot(x, w)))
+    # [N, K] weights (contracting rhs axis 1) are the same op.
+    out_t = fg.dot_general(x, w.T, (((2,), (1,)), ((), ())))
+    np.testing.assert_array_equal(np.asarray(out_t), np.asarray(out))
+    assert fg.dot_general(x, w, dn, preferred_element_type=jnp.float32).dtype == jnp.float32
+    # Patterns it does not accelerate are jax.lax.dot_general exactly.
+    xb, wb = randn(rng, (3, 8, 16)), randn(rng, (3, 16, 4))
+    bdn = (((2,), (1,)), ((0,), (0,)))
+    np.testing.assert_array_equal(np.asarray(fg.dot_general(xb, wb, bdn)),
+                                  np.asarray(jax.lax.dot_general(xb, wb, bdn)))
+    xi = jnp.arange(12, dtype=jnp.int32).reshape(3, 4)
+    np.testing.assert_array_equal(np.asarray(fg.dot_general(xi, xi.T, (((1,), (0,)), ((), ())))),
+                                  np.asarray(xi @ xi.T))
+
+
+def test_flax_nnx_linear_accepts_dot_general(rng):
+    nnx = pytest.importorskip("flax.nnx")
+    layer = nnx.Linear(256, 128, dot_general=fg.dot_general, rngs=nnx.Rngs(0))
+    x = randn(rng, (16, 256))
+    y = layer(x)
+    ref = x @ layer.kernel[...] + layer.bias[...]
+    assert calc_diff(y, ref) <= 2e-3
+    grads = nnx.grad(lambda m: jnp.sum(m(x) ** 2))(layer)
+    assert np.all(np.isfinite(np.asarray(grads.kernel[...])))
+
+
+def numpy_ragged(lhs, rhs, sizes):
+    out = np.zeros((lhs.shape[0], rhs.shape[2]))
+    start = 0
+    for g, s in enumerate(sizes):
+        out[start:start + s] = lhs[start:start + s] @ rhs[g]
+        start += s
+    return out
+
+
+def test_ragged_dot_forward_and_grads(rng):
+    g, m, k, n = 4, 200, 256, 144
+    sizes = np.array([70, 0, 50, 60])  # sum 180 < 200: the last 20 rows are zero
+    lhs = randn(rng, (m, k), jnp.bfloat16)
+    rhs = randn(rng, (g, k, n), jnp.bfloat16, scale=0.05)
+    gs = jnp.asarray(sizes, jnp.int32)
+    y, vjp = jax.vjp(lambda a, b: fg.ragged_dot(a, b, gs), lhs, rhs)
+    dy = randn(rng, (m, n), jnp.bfloat16)
+    dl, dr = vjp(dy)
+    y_ref = numpy_ragged(f64(lhs), f64(rhs), sizes)
+    assert calc_diff(y, y_ref) <= 2e-3
+    assert np.all(np.asarray(y)[180:] == 0)
+    y_bf, vjp_bf = jax.vjp(lambda a, b: jax.lax.ragged_dot(a, b, gs, preferred_element_type=jnp.float32), lhs, rhs)
+    dl_bf, dr_bf = vjp_bf(dy.astype(jnp.float32))
+    assert calc_diff(dl, dl_bf) <= 2e-3
+    assert calc_diff(dr, dr_bf) <= 2e-3
+    # Same quantized math in float64 for the weight gradient.
+    ql = deq_rows(f64(lhs).T)
+    qd = deq_rows(f64(dy).T)
+    start = 0
+    for gi, s in enumerate(sizes):
+        ref = ql[:, start:start + s] @ qd[:, start:start + s].T
+        if s:
+            assert calc_diff(dr[gi], ref) <= 1e-5
+        else:
+            assert np.all(np.asarray(dr[gi]) == 0)
+        start += s
+    # Fallback: a 3-D lhs is jax.lax.ragged_dot's business... and must equal it.
+    assert fg.ragged_dot(lhs, rhs, gs, preferred_element_type=jnp.float32).dtype == jnp.float32
+
+
+def test_wgrad_errors():
+    a = jnp.zeros((16, 256), jnp.float8_e4m3fn)
+    s = jnp.ones((16, 2), jnp.float32)
+    with pytest.raises(ValueError, match=r"gemm_wgrad: T \(token axis, last\) of a \(256\) and b \(128\)"):
+        fg.gemm_wgrad(a, s, a[:, :128], s[:, :1])
+    with pytest.raises(ValueError, match=r"grouped_gemm_wgrad: group_sizes must be \[G\]"):
+        fg.grouped_gemm_wgrad(a, s, a, s, jnp.zeros((2, 2), jnp.int32))
+    with pytest.raises(ValueError, match=r"fp8_dot: K \(last axis\) of x"):
+        fg.fp8_dot(jnp.zeros((4, 8)), jnp.zeros((9, 3)))
