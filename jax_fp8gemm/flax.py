@@ -1,0 +1,76 @@
+"""Flax layers that train in FP8 (1x128 / 128x128 block scaling, FP8 forward and backward).
+
+NNX:   `Linear` (nnx.Linear with fg.dot_general), `MoE` (top-k routed experts on fg.ragged_dot).
+Linen: `Dense` (nn.Dense with fg.dot_general).
+Any existing layer can also take the drop-in directly: `nnx.Linear(..., dot_general=fg.dot_general)`
+or `nn.Dense(..., dot_general=fg.dot_general)`. No extra state: scales are computed on the fly.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+from flax import nnx
+
+from .dot import dot_general, ragged_dot
+
+
+class Linear(nnx.Linear):
+    """nnx.Linear whose matmul runs in FP8 (same signature; `dot_general` defaults to ours)."""
+
+    def __init__(self, in_features: int, out_features: int, *, rngs: nnx.Rngs, **kwargs):
+        kwargs.setdefault("dot_general", dot_general)
+        super().__init__(in_features, out_features, rngs=rngs, **kwargs)
+
+
+class Dense(nn.Dense):
+    """flax.linen.Dense whose matmul runs in FP8."""
+
+    dot_general: object = dot_general
+
+
+def _ragged_matmul(use_fp8: bool):
+    if use_fp8:
+        return ragged_dot
+    return functools.partial(jax.lax.ragged_dot, preferred_element_type=jnp.float32)
+
+
+class MoE(nnx.Module):
+    """Top-k mixture of SwiGLU experts on grouped GEMMs.
+
+    Tokens are routed (softmax router, top-k), sorted by expert, run through gate/up/down as
+    ragged (grouped) matmuls, un-permuted and combined with the router weights. `use_fp8=False`
+    runs the same layer with bf16 `jax.lax.ragged_dot`, for A/B comparisons.
+    """
+
+    def __init__(self, d_model: int, d_ff: int, num_experts: int, top_k: int = 2, *,
+                 use_fp8: bool = True, dtype=jnp.bfloat16, rngs: nnx.Rngs):
+        init = nnx.initializers.lecun_normal()
+        self.router = nnx.Linear(d_model, num_experts, use_bias=False, rngs=rngs)
+        self.w_gate = nnx.Param(init(rngs.params(), (num_experts, d_model, d_ff)))
+        self.w_up = nnx.Param(init(rngs.params(), (num_experts, d_model, d_ff)))
+        self.w_down = nnx.Param(init(rngs.params(), (num_experts, d_ff, d_model)))
+        self.num_experts, self.top_k, self.use_fp8, self.dtype = num_experts, top_k, use_fp8, dtype
+
+    def __call__(self, x: jax.Array) -> jax.Array:
+        lead, d_model = x.shape[:-1], x.shape[-1]
+        tokens = x.reshape(-1, d_model)
+        n_tok = tokens.shape[0]
+        probs = jax.nn.softmax(self.router(tokens.astype(jnp.float32)), axis=-1)
+        weights, experts = jax.lax.top_k(probs, self.top_k)  # [T, k]
+        weights = weights / jnp.sum(weights, axis=-1, keepdims=True)
+        flat_expert = experts.reshape(-1)  # [T*k], token t's j-th choice at t*k + j
+        order = jnp.argsort(flat_expert, stable=True)
+        group_sizes = jnp.bincount(flat_expert, length=self.num_experts).astype(jnp.int32)
+        xs = jnp.repeat(tokens, self.top_k, axis=0)[order].astype(self.dtype)  # sorted by expert
+        matmul = _ragged_matmul(self.use_fp8)
+        gate = matmul(xs, self.w_gate[...].astype(self.dtype), group_sizes)
+        up = matmul(xs, self.w_up[...].astype(self.dtype), group_sizes)
+        h = (jax.nn.silu(gate.astype(jnp.float32)) * up.astype(jnp.float32)).astype(self.dtype)
+        out = matmul(h, self.w_down[...].astype(self.dtype), group_sizes).astype(jnp.float32)
+        unsorted = jnp.zeros_like(out).at[order].set(out).reshape(n_tok, self.top_k, d_model)
+        y = jnp.einsum("tkd,tk->td", unsorted, weights)
+        return y.reshape(*lead, d_model).astype(x.dtype)
