@@ -44,31 +44,31 @@ if has build; then
        "LDL=$(grep -c 'LDL' /tmp/sass.txt) STL=$(grep -c 'STL' /tmp/sass.txt)"
 fi
 
-if has tests; then
-  note "$(stamp) tests"
-  (cd /tmp && $PY -c "import jax_fp8gemm as fg; print('kernels enabled:', fg.kernels_enabled())") \
-    | tee -a "$summary"
-  pytest -q -p no:cacheprovider ${TESTS:-tests} > "$OUT/tests.log" 2>&1
-  note "tests: $(tail -1 "$OUT/tests.log")"
-  grep -E "^(FAILED|ERROR)" "$OUT/tests.log" | head -20 | tee -a "$summary"
-fi
-
 if has standalone && [ -f tools/gemm_standalone_test.cu ]; then
   note "$(stamp) standalone GEMM harness"
   nvcc -gencode=arch=compute_90a,code=sm_90a -O3 -std=c++17 --expt-relaxed-constexpr -Icuda \
     tools/gemm_standalone_test.cu cuda/gemm/*.cu -o /tmp/gemm_test > "$OUT/standalone.log" 2>&1 \
-    && /tmp/gemm_test >> "$OUT/standalone.log" 2>&1
+    && timeout ${STANDALONE_TIMEOUT:-200} /tmp/gemm_test ${STANDALONE_ARGS:-} >> "$OUT/standalone.log" 2>&1
   note "standalone exit $?: $(tail -3 "$OUT/standalone.log" | tr '\n' ' ')"
+fi
+
+if has tests; then
+  note "$(stamp) tests"
+  (cd /tmp && $PY -c "import jax_fp8gemm as fg; print('kernels enabled:', fg.kernels_enabled())") \
+    | tee -a "$summary"
+  timeout ${TEST_TIMEOUT:-300} pytest -q -p no:cacheprovider ${TESTS:-tests} > "$OUT/tests.log" 2>&1
+  note "tests: $(tail -1 "$OUT/tests.log")"
+  grep -E "^(FAILED|ERROR)" "$OUT/tests.log" | head -20 | tee -a "$summary"
 fi
 
 if has sanitize; then
   note "$(stamp) compute-sanitizer (small shapes)"
   {
     if [ -x /tmp/gemm_test ]; then
-      compute-sanitizer --tool memcheck --error-exitcode 9 /tmp/gemm_test --small; echo "memcheck gemm: $?"
-      compute-sanitizer --tool racecheck --error-exitcode 9 /tmp/gemm_test --small; echo "racecheck gemm: $?"
+      timeout 120 compute-sanitizer --tool memcheck --error-exitcode 9 /tmp/gemm_test --small; echo "memcheck gemm: $?"
+      timeout 120 compute-sanitizer --tool racecheck --error-exitcode 9 /tmp/gemm_test --small; echo "racecheck gemm: $?"
     fi
-    (cd /tmp && XLA_PYTHON_CLIENT_PREALLOCATE=false compute-sanitizer --tool memcheck \
+    (cd /tmp && XLA_PYTHON_CLIENT_PREALLOCATE=false timeout 240 compute-sanitizer --tool memcheck \
       --error-exitcode 9 $PY "$OLDPWD/tools/sanitize_small.py"); echo "memcheck jax ops: $?"
   } > "$OUT/sanitize.log" 2>&1
   grep -E "^(memcheck|racecheck)|ERROR SUMMARY|RACECHECK SUMMARY" "$OUT/sanitize.log" | tee -a "$summary"
@@ -76,7 +76,7 @@ fi
 
 if has bench; then
   note "$(stamp) benchmark"
-  (cd /tmp && $PY -m jax_fp8gemm.bench --out "$OUT" ${BENCH_ARGS:-}) > "$OUT/bench.log" 2>&1
+  (cd /tmp && timeout ${BENCH_TIMEOUT:-400} $PY -m jax_fp8gemm.bench --out "$OUT" ${BENCH_ARGS:-}) > "$OUT/bench.log" 2>&1
   sed -n '/^## /,$p' "$OUT/bench.log" | tee -a "$summary"
 fi
 note "$(stamp) done"

@@ -37,26 +37,32 @@ struct GemmConfig {
 // (1 or 2) and num_stages (1 .. max_stages) are runtime parameters of every compiled kernel, so they
 // cost no extra instantiations.
 //
-// Why this set (compile time is bounded: CI builds on 2 cores):
-//   block_m = 128 (two math warpgroups, the throughput configs for M >= ~256):
-//     128  the default; divides the 128-wide B-scale blocks (no straddling), 6 waves-friendly for
-//          N in {4096, 7168, 24576} (32, 56, 192 N-blocks).
-//     112  straddles the scale blocks; with 128 its wave quantisation complements: N=4096 -> 37
-//          N-blocks (1184 tiles at M=4096 ~ 8.97 waves of 132), N=2112 -> 19 N-blocks.
-//     160  straddles; largest tile that keeps out + acc (160 regs) in 232 registers: best
-//          operand reuse, and N=7168 -> 45 N-blocks (1440 tiles ~ 10.9 waves), N=2112 -> 14.
+// Why this set (compile time is not the constraint: each tile compiles, both dtypes, in ~2.5 s on
+// one core; the whole gemm library in ~25 s on one core): tiles are chosen for wave quantisation
+// on 132 SMs and for the register budget (out + acc = BLOCK_N floats per thread, <= 232).
+//   block_m = 128 (two math warpgroups; throughput configs, M >= ~256):
+//     128  default; divides the 128-wide B-scale blocks (no straddling). N=4096: 32 N-blocks,
+//          N=24576: 192, N=32768: 256 (M=4096: 8192 tiles = 62.1 waves).
+//     112  straddles scale blocks; N=4096 -> 37 N-blocks (M=4096: 1184 tiles = 8.97 waves),
+//          8192^3 -> 4736 tiles = 35.9 waves.
+//     144  straddles; 8192^3 -> 57 N-blocks (3648 tiles = 27.6 waves).
+//     160  straddles; N=7168 -> 45 N-blocks (M=4096: 1440 tiles = 10.9 waves).
+//     (A tile may touch at most two 128-wide B-scale blocks: BLOCK_N <= 128 + gcd(BLOCK_N, 128);
+//      so 176 or 208 are impossible, 192 would be the next candidate.)
 //   block_m = 64 (one math warpgroup: decode / small M, memory-bound on B):
 //     32, 64  many N-tiles so that enough SMs stream B when M <= 64 (N=2112 -> 66 / 33 tiles,
-//             N=7168 -> 224 / 112 tiles);
-//     128     M in (64, 128] with multicast=2 (both M-blocks share one B tile load).
+//             N=4096 -> 128 / 64 tiles per M-block);
+//     128     M in (64, 128]: 2 M-blocks x N/128, with multicast=2 sharing each B tile load.
+// Shared memory (max_stages, bf16 / f32 out): 128x112 6/5, 128x128 5/5, 128x144 5/4, 128x160 5/4,
+// 64x32 18/17, 64x64 13/12, 64x128 8/8.
 // ------------------------------------------------------------------------------------------------
 struct CompiledTile {
   int block_m, block_n;
 };
 inline constexpr CompiledTile kCompiledTiles[] = {
-    {128, 112}, {128, 128}, {128, 160}, {64, 32}, {64, 64}, {64, 128},
+    {128, 112}, {128, 128}, {128, 144}, {128, 160}, {64, 32}, {64, 64}, {64, 128},
 };
-inline constexpr int kCompiledBlockN[] = {32, 64, 112, 128, 160};
+inline constexpr int kCompiledBlockN[] = {32, 64, 112, 128, 144, 160};
 inline constexpr int kNumCompiledTiles = static_cast<int>(sizeof(kCompiledTiles) / sizeof(kCompiledTiles[0]));
 
 // True iff (cfg.block_m, cfg.block_n) is compiled for `out`, multicast is 1 or 2 and num_stages /

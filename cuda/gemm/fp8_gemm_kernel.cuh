@@ -51,6 +51,10 @@ constexpr int kWgmmaK = 32;                // K of one e4m3 wgmma
 constexpr int kNumProducerThreads = 128;   // warpgroup 0
 constexpr int kProducerRegisters = 40;     // setmaxnreg for the producer warpgroup
 
+namespace detail {
+constexpr int const_gcd(int a, int b) { return b == 0 ? a : const_gcd(b, a % b); }
+}  // namespace detail
+
 template <int BLOCK_M, int BLOCK_N, class Epilogue>
 struct GemmTraits {
   static_assert(BLOCK_M == 64 || BLOCK_M == 128, "BLOCK_M: one or two math warpgroups of 64 rows");
@@ -58,15 +62,18 @@ struct GemmTraits {
   static constexpr int kNumMathWarpgroups = BLOCK_M / 64;
   static constexpr int kNumMathThreads = 128 * kNumMathWarpgroups;
   static constexpr int kNumThreads = kNumProducerThreads + kNumMathThreads;
-  // Register budget: 64K registers per SM for one CTA. 3 warpgroups: 40 + 2 * 232 = 504 <= 512 per
-  // "lane slot"; 2 warpgroups: 40 + 240 leaves headroom (the accumulators need BLOCK_N + ~40).
+  // Register budget: 64K registers per SM for the single CTA. 3 warpgroups: 128 * 40 + 256 * 232 =
+  // 64512; 2 warpgroups: 128 * 40 + 128 * 240. The math path needs BLOCK_N (out + acc) + ~30.
   static constexpr int kMathRegisters = kNumMathWarpgroups == 2 ? 232 : 240;
   static_assert(kProducerRegisters * 128 + kMathRegisters * kNumMathThreads <= 65536, "register file");
 
   static constexpr int kNumAcc = BLOCK_N / 2;  // FP32 accumulators per thread for 64 x BLOCK_N
-  // B-scale blocks a tile can straddle: BLOCK_N not dividing 128 (e.g. 112, 144, 160) means some
-  // tiles have columns in two consecutive 128-wide scale blocks (never more: BLOCK_N <= 256 and
-  // the offset inside the first block is a multiple of gcd(BLOCK_N, 128)).
+  // B-scale blocks: with BLOCK_N not dividing 128 (e.g. 112, 144, 160) some tiles have columns in
+  // two consecutive 128-wide scale blocks. A tile starts at an offset (col_start % 128) that is a
+  // multiple of g = gcd(BLOCK_N, 128), at most 128 - g, so it touches at most two scale blocks iff
+  // 128 - g + BLOCK_N <= 256. (176 fails: columns 352..527 touch blocks 2, 3 and 4.)
+  static constexpr int kScaleGcd = detail::const_gcd(BLOCK_N, 128);
+  static_assert(128 - kScaleGcd + BLOCK_N <= 256, "a tile may touch at most two B-scale blocks");
   static constexpr bool kMayStraddle = (128 % BLOCK_N) != 0;
 
   static constexpr int kSmemA = BLOCK_M * kBlockK;  // bytes per stage (1 byte per e4m3)
@@ -126,8 +133,6 @@ __device__ __forceinline__ void promote_dispatch(int split, float (&out)[kNumAcc
       promote_dispatch<kCur + kStep, kStep, kMax>(split, out, acc, s0_b0, s1_b0, s0_b1, s1_b1);
   }
 }
-
-constexpr int const_gcd(int a, int b) { return b == 0 ? a : const_gcd(b, a % b); }
 
 }  // namespace detail
 
@@ -316,7 +321,7 @@ __global__ void __launch_bounds__(GemmTraits<BLOCK_M, BLOCK_N, Epilogue>::kNumTh
             detail::promote<kNumAcc / 4>(out, acc, s0_b0, s1_b0, s0_b0, s1_b0);
           } else {
             const float s0_b1 = sfa0 * sfb1_cur, s1_b1 = sfa1 * sfb1_cur;
-            constexpr int kStep = detail::const_gcd(BLOCK_N, 128) / 8;
+            constexpr int kStep = Traits::kScaleGcd / 8;
             constexpr int kMax = (BLOCK_N < 128 ? BLOCK_N : 128) / 8;
             detail::promote_dispatch<kStep, kStep, kMax>(split, out, acc, s0_b0, s1_b0, s0_b1, s1_b1);
           }
@@ -340,7 +345,8 @@ __global__ void __launch_bounds__(GemmTraits<BLOCK_M, BLOCK_N, Epilogue>::kNumTh
 // in parallel translation units. FP8GEMM_COMPILED_TILES must list the same tiles as
 // kCompiledTiles in fp8_gemm.h (checked by a static_assert in fp8_gemm.cu).
 // ------------------------------------------------------------------------------------------------
-#define FP8GEMM_COMPILED_TILES(X) X(128, 112) X(128, 128) X(128, 160) X(64, 32) X(64, 64) X(64, 128)
+#define FP8GEMM_COMPILED_TILES(X) \
+  X(128, 112) X(128, 128) X(128, 144) X(128, 160) X(64, 32) X(64, 64) X(64, 128)
 
 namespace detail {
 
