@@ -39,7 +39,7 @@ def quantize_rowwise(x: jax.Array, *, pow2_scale: bool = False) -> tuple[jax.Arr
     """x [..., K] (f32/bf16/f16) -> (q [..., K] float8_e4m3fn, s [..., cdiv(K,128)] float32).
 
     s = amax(group) / 448 (at least FLT_MIN, so an all-zero group gives zeros, never NaN);
-    q = saturate(x / s). With pow2_scale, s is rounded up to a power of two. A NaN in a group
+    q = saturate(x * (1/s)). With pow2_scale, s is rounded up to a power of two. A NaN in a group
     makes its scale and all its values NaN; an inf makes the scale inf, its own value NaN and the
     group's finite values 0.
     """

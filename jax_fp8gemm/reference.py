@@ -38,6 +38,12 @@ def scale_from_amax(amax: jax.Array, pow2_scale: bool) -> jax.Array:
     return s
 
 
+def _reciprocal(s: jax.Array) -> jax.Array:
+    """1/s, applied as a product: XLA rewrites x / broadcast(s) into x * broadcast(1/s) on some
+    backends, so the math is defined this way everywhere (kernels included)."""
+    return np.float32(1.0) / s
+
+
 def _to_fp8(v: jax.Array) -> jax.Array:
     """Saturating cast: |v| > 448 becomes +-448 (e4m3fn has no inf), NaN stays NaN."""
     return jnp.clip(v, -E4M3_MAX, E4M3_MAX).astype(FP8)
@@ -59,7 +65,7 @@ def quantize_rowwise(x: jax.Array, pow2_scale: bool = False) -> tuple[jax.Array,
     kb = cdiv(k, GROUP)
     g = _pad_axis(x.astype(jnp.float32), -1, GROUP).reshape(*x.shape[:-1], kb, GROUP)
     s = scale_from_amax(jnp.max(jnp.abs(g), axis=-1), pow2_scale)
-    q = _to_fp8(g / s[..., None]).reshape(*x.shape[:-1], kb * GROUP)[..., :k]
+    q = _to_fp8(g * _reciprocal(s)[..., None]).reshape(*x.shape[:-1], kb * GROUP)[..., :k]
     return q, s
 
 
@@ -70,7 +76,7 @@ def quantize_blockwise(w: jax.Array, pow2_scale: bool = False) -> tuple[jax.Arra
     g = _pad_axis(_pad_axis(w.astype(jnp.float32), -1, GROUP), -2, GROUP)
     g = g.reshape(*lead, nb, GROUP, kb, GROUP)
     s = scale_from_amax(jnp.max(jnp.abs(g), axis=(-3, -1)), pow2_scale)
-    q = _to_fp8(g / s[..., :, None, :, None]).reshape(*lead, nb * GROUP, kb * GROUP)
+    q = _to_fp8(g * _reciprocal(s)[..., :, None, :, None]).reshape(*lead, nb * GROUP, kb * GROUP)
     return q[..., :n, :k], s
 
 

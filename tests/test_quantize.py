@@ -20,7 +20,7 @@ def numpy_quantize_groups(g, pow2=False):
     s = np.where(s < TINY, TINY, s).astype(np.float32)
     if pow2:
         s = np.where(np.isfinite(s), np.exp2(np.ceil(np.log2(s))), s).astype(np.float32)
-    q = np.clip(g / s[..., None], -448, 448).astype(ml_dtypes.float8_e4m3fn)
+    q = np.clip(g * (np.float32(1) / s)[..., None], -448, 448).astype(ml_dtypes.float8_e4m3fn)
     return q.view(np.uint8), s
 
 

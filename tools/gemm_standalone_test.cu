@@ -498,7 +498,7 @@ void check_rejections(const HostData& h, const DeviceData& dd) {
   q.n = 4;
   expect_invalid(q, good, "N * 2 % 16 != 0");
   q = p;
-  q.sfa_ld = p.m + 1;
+  q.sfa_ld = (p.m + 3) / 4 * 4 + 1;  // >= M but never a multiple of 4
   expect_invalid(q, good, "sfa_ld % 4 != 0");
   q = p;
   q.sfa_ld = p.m - 4;

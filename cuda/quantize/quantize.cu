@@ -64,15 +64,18 @@ __device__ __forceinline__ void load_vec(const T* p, int valid, float (&v)[kVec]
   }
 }
 
-// Converts v / s to e4m3 with saturation (satfinite == reference's clip(-448, 448) then cast;
-// NaN stays NaN) and stores up to kVec bytes.
+// Converts v * (1/s) to e4m3 with saturation (satfinite == reference's clip(-448, 448) then cast;
+// NaN stays NaN) and stores up to kVec bytes. A product with the (IEEE-divided) reciprocal, not a
+// division per element: XLA turns x / broadcast(s) into exactly this, so the reference agrees
+// bitwise on every backend.
 template <bool kAligned>
 __device__ __forceinline__ void store_vec(uint8_t* q, int valid, const float (&v)[kVec], float s) {
+  const float inv = 1.0f / s;
   uint8_t out[kVec];
 #pragma unroll
   for (int i = 0; i < kVec; i += 2) {
-    const __nv_fp8x2_storage_t pair =
-        __nv_cvt_float2_to_fp8x2(make_float2(v[i] / s, v[i + 1] / s), __NV_SATFINITE, __NV_E4M3);
+    const __nv_fp8x2_storage_t pair = __nv_cvt_float2_to_fp8x2(
+        make_float2(__fmul_rn(v[i], inv), __fmul_rn(v[i + 1], inv)), __NV_SATFINITE, __NV_E4M3);
     out[i] = pair & 0xFF;
     out[i + 1] = pair >> 8;
   }

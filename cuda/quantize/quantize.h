@@ -1,9 +1,9 @@
 // Host API of the quantization kernels (1x128 row-wise groups, 128x128 blocks).
 // The math is exactly jax_fp8gemm/reference.py's, so the outputs are bitwise equal to it:
 //   amax  = max |x| over the group (NaN propagates)
-//   s     = amax / 448, raised to FLT_MIN when smaller (an all-zero group gets a finite scale),
+//   s     = amax * (1 / 448), raised to FLT_MIN when smaller (an all-zero group gets a finite scale),
 //           optionally rounded up to a power of two (UE8M0-compatible)
-//   q     = saturate_to_e4m3(x / s)  (round to nearest even; |v| > 448 saturates to 448)
+//   q     = saturate_to_e4m3(x * (1 / s))  (round to nearest even; |v| > 448 saturates to 448)
 #pragma once
 #include <cstdint>
 #include <cuda_runtime.h>
