@@ -6,7 +6,7 @@
 //        -o build/gemm_standalone_test
 //
 // Usage: gemm_standalone_test [--small] [--quick] [--no-bench] [--bench-only] [--tile=BMxBN]
-//                             [--seed=N] [--runs=N]
+//                             [--seed=N] [--runs=N] [--shape=MxNxK]
 //   --small       tiny shapes only, no benchmark (for compute-sanitizer memcheck / racecheck)
 //   --quick       a reduced shape list instead of the full cross product
 //   --no-bench    correctness only;  --bench-only: timing only (still checks the timed outputs)
@@ -320,6 +320,7 @@ struct Variant {
 
 struct Options {
   bool small = false, quick = false, bench = true, check = true;
+  int shape_m = 0, shape_n = 0, shape_k = 0;  // --shape=MxNxK: only this problem
   int tile_m = 0, tile_n = 0;
   uint64_t seed = 1234;
   int runs = 25;
@@ -532,6 +533,7 @@ int main(int argc, char** argv) {
     else if (a == "--quick") o.quick = true;
     else if (a == "--no-bench") o.bench = false;
     else if (a == "--bench-only") o.check = false;
+    else if (a.rfind("--shape=", 0) == 0) std::sscanf(a.c_str() + 8, "%dx%dx%d", &o.shape_m, &o.shape_n, &o.shape_k);
     else if (a.rfind("--tile=", 0) == 0) std::sscanf(a.c_str() + 7, "%dx%d", &o.tile_m, &o.tile_n);
     else if (a.rfind("--seed=", 0) == 0) o.seed = std::strtoull(a.c_str() + 7, nullptr, 10);
     else if (a.rfind("--runs=", 0) == 0) o.runs = std::max(20, std::atoi(a.c_str() + 7));
@@ -585,6 +587,7 @@ int main(int argc, char** argv) {
     std::printf("nothing to do\n");
     return 0;
   }
+  if (o.shape_m > 0) shapes.assign(1, Shape{o.shape_m, o.shape_n, o.shape_k, o.bench});
   // Small problems first (fast feedback).
   std::stable_sort(shapes.begin(), shapes.end(), [](const Shape& x, const Shape& y) {
     return static_cast<double>(x.m) * x.n * x.k < static_cast<double>(y.m) * y.n * y.k;
