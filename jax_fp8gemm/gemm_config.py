@@ -49,8 +49,6 @@ def pick(m: int, n: int, k: int, out_dtype, num_sms: int) -> GemmConfig:
         if best is None or key < best[0]:
             best = (key, bm, bn)
     _, bm, bn = best
-    # Multicast pairs two CTAs on neighbouring M tiles of one N tile (B loaded once for both):
-    # worth it once there are at least two M tiles and enough tiles to keep every SM busy.
-    multicast = 2 if cdiv(m, bm) >= 2 and cdiv(m, bm) * cdiv(n, bn) >= num_sms else 1
-    return GemmConfig(block_m=bm, block_n=bn, num_stages=0, num_sms=int(num_sms),
-                      multicast=multicast)
+    # Multicast (two CTAs on neighbouring M tiles sharing one B load) measured 3-8% slower than
+    # without on every shape on the H100 (benchmarks/RESULTS.md, 2026-11-22): off until it pays.
+    return GemmConfig(block_m=bm, block_n=bn, num_stages=0, num_sms=int(num_sms), multicast=1)

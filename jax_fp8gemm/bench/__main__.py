@@ -46,7 +46,9 @@ def main(argv=None) -> int:
             rows.append(row)
             print(report.row_line(row), flush=True)
     os.makedirs(args.out, exist_ok=True)
-    print()
+    from .timing import METHOD
+
+    print(f"\ntiming: {METHOD['name']} time per op (see jax_fp8gemm/bench/timing.py)")
     print(report.table(rows, jax.devices()[0].device_kind))
     report.write(rows, args.out, jax.devices()[0].device_kind)
     print(f"\nwrote {args.out}/results.json and {args.out}/results.png")

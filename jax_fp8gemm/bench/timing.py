@@ -1,10 +1,12 @@
 """Timing that a benchmark table can trust.
 
-JAX: the op runs `reps` times back to back inside ONE jitted executable, each time on its own input
-set (so repeated runs do not hit in L2 and XLA cannot merge them), and the executable's wall time
-over block_until_ready is divided by reps. That amortises launch overhead (which dominates small
-shapes when each call is timed alone) while staying close to kernel time; the median of several
-executions is reported. Torch: CUDA events around the same rotation.
+The op runs `reps` times back to back inside ONE jitted executable, each time on its own input set
+(so repeated runs do not hit in L2 and XLA cannot merge them). Where torch is installed, the time
+is KERNEL time: CUPTI (through torch.profiler, which records every kernel in the process, XLA's
+included) sums the device time of all kernels the executable ran, divided by reps; that is what
+DeepGEMM reports and it is not swamped by launch overhead on small shapes. Without torch it is the
+executable's wall time over block_until_ready divided by reps. Median of several executions.
+Torch peers are timed the same way.
 """
 
 from __future__ import annotations
@@ -23,31 +25,50 @@ def sets_needed(bytes_per_set: int, min_reps: int = 8, max_reps: int = 64) -> in
     return max(min_reps, min(max_reps, -(-2 * L2_BYTES // max(bytes_per_set, 1))))
 
 
-def time_jax(fn: Callable, input_sets: Sequence[tuple], iters: int = 7) -> float:
+def _kernel_seconds(run_once: Callable[[], None]) -> float | None:
+    """Sum of the device time of every kernel run_once() launched (CUPTI), or None if unavailable."""
+    try:
+        from torch.profiler import ProfilerActivity, profile
+    except ImportError:
+        return None
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        run_once()
+    total_us = sum(getattr(e, "device_time_total", getattr(e, "cuda_time_total", 0))
+                   for e in prof.key_averages())
+    return total_us * 1e-6 if total_us > 0 else None
+
+
+METHOD = {"name": "wall"}  # "kernel" once CUPTI timing worked; reported in the table header
+
+
+def _median_time(run_once: Callable[[], None], reps: int, iters: int) -> float:
+    times = []
+    for _ in range(iters):
+        kernel = _kernel_seconds(run_once)
+        if kernel is not None:
+            METHOD["name"] = "kernel"
+            times.append(kernel / reps)
+            continue
+        t0 = time.perf_counter()
+        run_once()
+        times.append((time.perf_counter() - t0) / reps)
+    return statistics.median(times)
+
+
+def time_jax(fn: Callable, input_sets: Sequence[tuple], iters: int = 5) -> float:
     """Median seconds per call of fn(*inputs), over rotating input sets in one executable."""
     run = jax.jit(lambda sets: [fn(*s) for s in sets])
     jax.block_until_ready(run(input_sets))  # compile + warm up
-    times = []
-    for _ in range(iters):
-        t0 = time.perf_counter()
-        jax.block_until_ready(run(input_sets))
-        times.append((time.perf_counter() - t0) / len(input_sets))
-    return statistics.median(times)
+    return _median_time(lambda: jax.block_until_ready(run(input_sets)), len(input_sets), iters)
 
 
-def time_torch(fn: Callable, input_sets: Sequence[tuple], iters: int = 7) -> float:
+def time_torch(fn: Callable, input_sets: Sequence[tuple], iters: int = 5) -> float:
     import torch
 
-    for s in input_sets[:2]:
-        fn(*s)
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(iters):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
+    def run_once():
         for s in input_sets:
             fn(*s)
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end) / 1e3 / len(input_sets))
-    return statistics.median(times)
+        torch.cuda.synchronize()
+
+    run_once()  # warm up
+    return _median_time(run_once, len(input_sets), iters)
