@@ -25,6 +25,13 @@ def cdiv(a: int, b: int) -> int:
     return -(-a // b)
 
 
+def group_amax(g: jax.Array, axis) -> jax.Array:
+    """max |g| over `axis`; NaN if the group holds a NaN. Spelled out because XLA:CPU's
+    vectorised max-reduction can drop NaNs, while the kernels (and XLA:GPU) propagate them."""
+    amax = jnp.max(jnp.abs(g), axis=axis)
+    return jnp.where(jnp.any(jnp.isnan(g), axis=axis), jnp.nan, amax)
+
+
 def scale_from_amax(amax: jax.Array, pow2_scale: bool) -> jax.Array:
     """amax/448, floored at FLT_MIN (NaN stays NaN), optionally rounded up to a power of two."""
     s = amax.astype(jnp.float32) * _INV_E4M3_MAX
@@ -64,7 +71,7 @@ def quantize_rowwise(x: jax.Array, pow2_scale: bool = False) -> tuple[jax.Array,
     k = x.shape[-1]
     kb = cdiv(k, GROUP)
     g = _pad_axis(x.astype(jnp.float32), -1, GROUP).reshape(*x.shape[:-1], kb, GROUP)
-    s = scale_from_amax(jnp.max(jnp.abs(g), axis=-1), pow2_scale)
+    s = scale_from_amax(group_amax(g, -1), pow2_scale)
     q = _to_fp8(g * _reciprocal(s)[..., None]).reshape(*x.shape[:-1], kb * GROUP)[..., :k]
     return q, s
 
@@ -75,7 +82,7 @@ def quantize_blockwise(w: jax.Array, pow2_scale: bool = False) -> tuple[jax.Arra
     nb, kb = cdiv(n, GROUP), cdiv(k, GROUP)
     g = _pad_axis(_pad_axis(w.astype(jnp.float32), -1, GROUP), -2, GROUP)
     g = g.reshape(*lead, nb, GROUP, kb, GROUP)
-    s = scale_from_amax(jnp.max(jnp.abs(g), axis=(-3, -1)), pow2_scale)
+    s = scale_from_amax(group_amax(g, (-3, -1)), pow2_scale)
     q = _to_fp8(g * _reciprocal(s)[..., :, None, :, None]).reshape(*lead, nb * GROUP, kb * GROUP)
     return q[..., :n, :k], s
 

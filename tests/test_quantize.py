@@ -162,3 +162,12 @@ def test_dequantize_errors():
         fg.dequantize_rowwise(q.astype(jnp.float32), jnp.ones((4, 2), jnp.float32))
     with pytest.raises(ValueError, match=r"dequantize_blockwise: s must have shape \(1, 2\)"):
         fg.dequantize_blockwise(q, jnp.ones((4, 2), jnp.float32))
+
+
+def test_blockwise_nan_poisons_its_block(rng):
+    w = np.array(randn(rng, (256, 256), jnp.float32))
+    w[5, 3] = np.nan  # block (0, 0)
+    q, s = fg.quantize_blockwise(jnp.asarray(w))
+    s, qf = np.asarray(s), np.asarray(q.astype(jnp.float32))
+    assert np.isnan(s[0, 0]) and np.all(np.isnan(qf[:128, :128]))
+    assert np.all(np.isfinite(s.ravel()[1:])) and np.all(np.isfinite(qf[128:]))

@@ -127,14 +127,24 @@ __global__ void quantize_rowwise_kernel(const T* __restrict__ x, int64_t rows, i
 
 // One CTA of 256 threads per 128x128 block: thread t holds rows t/16 + 16*i (i < 8) at columns
 // (t % 16) * 8 .. +8, i.e. 64 values in registers; amax is reduced over the CTA, then written.
+// 16-bit inputs on the aligned path stay packed (8 x 16 B = 32 registers instead of 64 floats) so
+// that three CTAs fit on an SM: while one CTA reduces or stores, the others' loads are in flight.
 constexpr int kBlockThreads = 256;
 constexpr int kRowsPerPass = kBlockThreads / kThreadsPerGroup;  // 16
 constexpr int kPasses = kGroup / kRowsPerPass;                  // 8
 
+template <typename T>
+__device__ __forceinline__ void unpack(const uint4& raw, float (&v)[kVec]) {
+  const T* e = reinterpret_cast<const T*>(&raw);
+#pragma unroll
+  for (int i = 0; i < kVec; ++i) v[i] = to_float(e[i]);
+}
+
 template <typename T, bool kAligned>
-__global__ void __launch_bounds__(kBlockThreads)
+__global__ void __launch_bounds__(kBlockThreads, 2)
     quantize_blockwise_kernel(const T* __restrict__ x, int64_t n, int64_t k, bool pow2,
                               uint8_t* __restrict__ q, float* __restrict__ s) {
+  constexpr bool kPacked = kAligned && sizeof(T) == 2;
   const int64_t n_blocks = (n + kGroup - 1) / kGroup, k_blocks = (k + kGroup - 1) / kGroup;
   const int64_t block = blockIdx.x;  // flat index over [batch, n_blocks, k_blocks]
   const int64_t batch = block / (n_blocks * k_blocks);
@@ -143,19 +153,31 @@ __global__ void __launch_bounds__(kBlockThreads)
   const int valid = chunk_valid(col, k);
   const T* xb = x + batch * n * k;
   uint8_t* qb = q + batch * n * k;
+  auto row_of = [&](int p) { return nb * kGroup + p * kRowsPerPass + threadIdx.x / kThreadsPerGroup; };
 
-  float v[kPasses][kVec];
+  // Packed 16-bit chunks (kPacked) or floats: only one of the two arrays is used.
+  uint4 raw[kPacked ? kPasses : 1];
+  float v[kPacked ? 1 : kPasses][kVec];
   float amax = 0.0f;
 #pragma unroll
   for (int p = 0; p < kPasses; ++p) {
-    const int64_t row = nb * kGroup + p * kRowsPerPass + threadIdx.x / kThreadsPerGroup;
+    const int64_t row = row_of(p);
     const int row_valid = row < n ? valid : 0;
-    if (kAligned && row_valid == kVec)
-      load_vec<T, true>(xb + row * k + col, row_valid, v[p]);
-    else
-      load_vec<T, false>(xb + row * k + col, row_valid, v[p]);
+    float f[kVec];
+    if constexpr (kPacked) {
+      raw[p] = row_valid == kVec ? __ldg(reinterpret_cast<const uint4*>(xb + row * k + col))
+                                 : make_uint4(0, 0, 0, 0);
+      unpack<T>(raw[p], f);
+    } else {
+      if (kAligned && row_valid == kVec)
+        load_vec<T, true>(xb + row * k + col, row_valid, v[p]);
+      else
+        load_vec<T, false>(xb + row * k + col, row_valid, v[p]);
 #pragma unroll
-    for (int i = 0; i < kVec; ++i) amax = nan_max(amax, fabsf(v[p][i]));
+      for (int i = 0; i < kVec; ++i) f[i] = v[p][i];
+    }
+#pragma unroll
+    for (int i = 0; i < kVec; ++i) amax = nan_max(amax, fabsf(f[i]));
   }
 #pragma unroll
   for (int offset = 16; offset > 0; offset /= 2)
@@ -170,12 +192,19 @@ __global__ void __launch_bounds__(kBlockThreads)
   if (threadIdx.x == 0) s[block] = scale;
 #pragma unroll
   for (int p = 0; p < kPasses; ++p) {
-    const int64_t row = nb * kGroup + p * kRowsPerPass + threadIdx.x / kThreadsPerGroup;
+    const int64_t row = row_of(p);
     const int row_valid = row < n ? valid : 0;
+    float f[kVec];
+    if constexpr (kPacked) {
+      unpack<T>(raw[p], f);
+    } else {
+#pragma unroll
+      for (int i = 0; i < kVec; ++i) f[i] = v[p][i];
+    }
     if (kAligned && row_valid == kVec)
-      store_vec<true>(qb + row * k + col, row_valid, v[p], scale);
+      store_vec<true>(qb + row * k + col, row_valid, f, scale);
     else if (row_valid > 0)
-      store_vec<false>(qb + row * k + col, row_valid, v[p], scale);
+      store_vec<false>(qb + row * k + col, row_valid, f, scale);
   }
 }
 
