@@ -108,6 +108,13 @@ __device__ __forceinline__ void griddep_wait() {
   asm volatile("griddepcontrol.wait;\n" ::: "memory");
 }
 
+// Allows the dependent grid (launched with programmatic stream serialization after this one) to be
+// scheduled before this grid completes; its griddep_wait() still waits for our completion and
+// memory flush. Executed by every CTA (or it takes effect when the CTA exits).
+__device__ __forceinline__ void griddep_launch_dependents() {
+  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+}
+
 // ------------------------------------------------------------------------------------------------
 // mbarrier (PTX ISA "Parallel Synchronization and Communication Instructions: mbarrier")
 // A barrier is one 8-byte word in shared memory. Its current phase completes when the pending
@@ -250,6 +257,21 @@ __device__ __forceinline__ void stmatrix_x4(uint32_t smem_addr, uint32_t r0, uin
 
 __device__ __forceinline__ void st_shared_v2_f32(uint32_t smem_addr, float x, float y) {
   asm volatile("st.shared.v2.f32 [%0], {%1, %2};\n" ::"r"(smem_addr), "f"(x), "f"(y) : "memory");
+}
+
+__device__ __forceinline__ uint4 ld_shared_v4_u32(uint32_t smem_addr) {
+  uint4 v;
+  asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+               : "r"(smem_addr)
+               : "memory");
+  return v;
+}
+
+// 16-byte global store (the address must be 16-byte aligned).
+__device__ __forceinline__ void st_global_v4_u32(void* gmem, const uint4& v) {
+  asm volatile("st.global.v4.u32 [%0], {%1, %2, %3, %4};\n" ::"l"(gmem), "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w)
+               : "memory");
 }
 
 __device__ __forceinline__ float ld_shared_f32(const float* p) {

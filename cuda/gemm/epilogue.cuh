@@ -43,9 +43,19 @@ constexpr int kRowsPerMathWarpgroup = 64;
 // Because col < W, (o >> 7) = row / (128 / W), so the XOR term is a per-row constant.
 //
 // D is stored with one TMA store per atom and warpgroup; TMA clips rows >= M and columns >= N, so
-// this epilogue needs row_end == rows of the D tensor (true for dense; grouped layouts whose groups
-// end inside a tile need a row-clipping epilogue).
-template <int BLOCK_M, int BLOCK_N, typename OutT>
+// without kMaskRows this epilogue needs row_end == rows of the D tensor (true for dense).
+//
+// kMaskRows (grouped layouts, whose groups end inside a tile): a warpgroup slice whose 64 rows are
+// all below tile.row_end still goes out by TMA; a slice that ends past row_end (the partial last
+// tile of a group: the rows past it belong to the next group, or must stay zero) is copied from the
+// staged shared-memory tile to global memory with plain 16-byte stores of the rows < row_end only
+// (Params carries the D pointer for that). The choice is per slice and warpgroup-uniform.
+struct RowMaskEpilogueParams {
+  void* d;  // D [rows, ld] row-major (the tensor tmap_d describes)
+  int ld;   // elements per D row (N)
+};
+
+template <int BLOCK_M, int BLOCK_N, typename OutT, bool kMaskRows = false>
 struct TmaStoreEpilogue {
   static_assert(std::is_same<OutT, __nv_bfloat16>::value || std::is_same<OutT, float>::value,
                 "bf16 or f32 output");
@@ -60,7 +70,7 @@ struct TmaStoreEpilogue {
   static constexpr int kSmemBytes = ((BLOCK_M * kRowBytes + 1023) / 1024) * 1024;
   static constexpr int kNumAcc = BLOCK_N / 2;  // accumulator floats per thread (64 x BLOCK_N / 128)
 
-  using Params = EmptyEpilogueParams;
+  using Params = typename std::conditional<kMaskRows, RowMaskEpilogueParams, EmptyEpilogueParams>::type;
 
   // XOR term (bytes) of the swizzle for a row of an atom.
   __device__ __forceinline__ static uint32_t swizzle_xor(uint32_t row) {
@@ -69,7 +79,7 @@ struct TmaStoreEpilogue {
 
   __device__ __forceinline__ static void store(const float (&acc)[kNumAcc], uint8_t* smem_d,
                                                const CUtensorMap* tmap_d, const TileInfo& tile, int wg,
-                                               int tid_in_wg, const Params&) {
+                                               int tid_in_wg, const Params& params) {
     const uint32_t warp = static_cast<uint32_t>(tid_in_wg) / 32;
     const uint32_t lane = static_cast<uint32_t>(tid_in_wg) % 32;
     const uint32_t barrier_id = 1 + static_cast<uint32_t>(wg);
@@ -117,6 +127,20 @@ struct TmaStoreEpilogue {
       }
     }
 
+    if constexpr (kMaskRows) {
+      // Rows of this slice that are part of the tile's output (>= 1: the kernel only calls store()
+      // for warpgroups with rows below row_end). Warpgroup-uniform, so the barrier below is safe.
+      const int slice_row0 = tile.row_start + wg * kBoxRows;
+      const int valid_rows = tile.row_end - slice_row0;
+      if (valid_rows < kBoxRows) {
+        ptx::named_barrier_sync(barrier_id, 128);  // the whole slice is staged
+        store_rows_masked(slice_base, params, slice_row0, valid_rows, tile.col_start, tile.col_end, tid_in_wg);
+        // The next store() starts with a barrier of the same 128 threads before anyone overwrites
+        // the staging buffer, so these shared-memory reads are complete by then.
+        return;
+      }
+    }
+
     // 3. Make the generic-proxy writes visible to the TMA (async proxy), then let one thread store.
     ptx::fence_proxy_async_shared();
     ptx::named_barrier_sync(barrier_id, 128);
@@ -132,6 +156,39 @@ struct TmaStoreEpilogue {
                             col, row);
       }
       ptx::bulk_commit_group();
+    }
+  }
+
+  // Copies rows [0, valid_rows) of a warpgroup's staged 64-row slice to D rows slice_row0 + r, in
+  // 16-byte chunks (a row is kRowBytes / 16 chunks, spread over kNumAtoms swizzled atoms); columns
+  // >= col_end are skipped (N * sizeof(OutT) % 16 == 0, so a chunk is entirely inside or outside).
+  // Consecutive threads take consecutive chunks of a row: 8 threads read one 128-byte swizzled line
+  // (conflict-free) and a warp writes whole contiguous row segments.
+  __device__ __forceinline__ static void store_rows_masked(uint32_t slice_base, const Params& params, int slice_row0,
+                                                           int valid_rows, int col_start, int col_end,
+                                                           int tid_in_wg) {
+    constexpr int kChunksPerAtomRow = kAtomBytes / 16;
+    constexpr int kChunksPerRow = kRowBytes / 16;
+    constexpr int kElemsPerChunk = 16 / kElemBytes;
+    constexpr int kChunksPerSlice = kBoxRows * kChunksPerRow;
+    static_assert(kChunksPerSlice % 128 == 0, "whole iterations of the warpgroup");
+    uint8_t* const d = static_cast<uint8_t*>(params.d);
+#pragma unroll
+    for (int i = 0; i < kChunksPerSlice / 128; ++i) {
+      const int idx = i * 128 + tid_in_wg;
+      const int row = idx / kChunksPerRow;
+      const int chunk = idx % kChunksPerRow;
+      const int col = col_start + chunk * kElemsPerChunk;
+      if (row < valid_rows && col < col_end) {
+        const uint32_t atom = static_cast<uint32_t>(chunk / kChunksPerAtomRow);
+        const uint32_t byte_in_atom_row = static_cast<uint32_t>(chunk % kChunksPerAtomRow) * 16;
+        const uint32_t addr = slice_base + atom * (BLOCK_M * kAtomBytes) + static_cast<uint32_t>(row) * kAtomBytes +
+                              (byte_in_atom_row ^ swizzle_xor(static_cast<uint32_t>(row)));
+        const uint4 v = ptx::ld_shared_v4_u32(addr);
+        const size_t offset = (static_cast<size_t>(slice_row0 + row) * static_cast<size_t>(params.ld) +
+                               static_cast<size_t>(col)) * kElemBytes;
+        ptx::st_global_v4_u32(d + offset, v);
+      }
     }
   }
 

@@ -12,8 +12,9 @@
 //     Once a CTA runs out of tiles its peer's `peer_active` must be false from then on.
 //
 // The TileInfo carries everything the producer, the math warpgroups and the epilogue need, so the
-// kernel body is layout-agnostic. Grouped layouts (MoE) add new schedulers that fill `group`,
-// `row_end` (rows of the group: the epilogue must not write past it) and the group offsets of B/SFB.
+// kernel body is layout-agnostic. Grouped layouts (MoE, GroupedScheduler below) fill `group`,
+// `row_end` (end of the group's rows: the epilogue must not write past it) and the group offsets
+// of B / SFB.
 #pragma once
 
 #include <cstdint>
@@ -113,6 +114,106 @@ struct DenseScheduler {
     // a final 1-high band where multicast is off anyway).
     t.peer_active = paired && ((tile ^ 1) < num_tiles);
     t.multicast_b = t.peer_active && rows >= 2;
+    return true;
+  }
+};
+
+// Grouped GEMMs (MoE), both layouts, the tile list derived on the device from the group sizes.
+//
+//   contiguous (masked == 0): A [M, K] rows sorted by group; group g owns the next sizes[g] rows
+//       (jax.lax.ragged_dot semantics): negative sizes count as 0, a size running past M is cut at
+//       M, so group g covers rows [row_g, row_g + rows_g) with row_{g+1} = row_g + rows_g <= M.
+//       No alignment of groups: a group's tiles start at its first row (TMA takes any row) and its
+//       last tile is partial; its rows past the group end belong to the next group (or lie past M)
+//       and are computed but not stored (the epilogue masks rows >= row_end).
+//   masked (masked == 1): A [G * Mmax, K]; group g covers rows [g * Mmax, g * Mmax + rows_g) with
+//       rows_g = clamp(masked_m[g], 0, Mmax).
+// B is [G * N, K] (group g at rows g * N), SFB [G][cdiv(N,128)][cdiv(K,128)], D like A's rows.
+//
+// Tile order: groups one after the other; inside group g, cdiv(rows_g, BLOCK_M) x num_n_blocks
+// tiles in the dense scheduler's banded order (M fastest inside bands of band_m M-blocks). Empty
+// groups have no tiles. Tile t goes to CTA t % gridDim.x (the number of tiles is only known on the
+// device; CTAs past it get none). A CTA's tile indices increase, so each CTA (each thread running a
+// scheduler) keeps a cursor (group, its first tile, its first row, its size) that only moves
+// forward: every group size is read once per thread over the whole kernel (O(G + tiles) per CTA,
+// O(1) amortised per tile), and the next group's size is prefetched into a register while the
+// current group is being worked on so that advancing costs no global-memory round trip.
+// No clusters: multicast is not supported for grouped layouts (peer_active = multicast_b = false).
+struct GroupedSchedulerParams {
+  const int* sizes;      // device int32 [num_groups]: contiguous group sizes, or masked_m
+  int num_groups;
+  int m;                 // contiguous: total rows M; masked: Mmax (rows per group)
+  int n;
+  int band_m;            // M-blocks per band inside a group (>= 1)
+  int masked;            // 0: contiguous layout, 1: masked layout
+  int sfb_group_stride;  // floats per group in SFB: cdiv(N,128) * cdiv(K,128)
+};
+
+template <int BLOCK_M, int BLOCK_N>
+struct GroupedScheduler {
+  using Params = GroupedSchedulerParams;
+
+  Params p;
+  int num_n_blocks;
+  int next_tile, stride;
+  // Cursor: the group that contains (or precedes) this CTA's next tile.
+  int group;             // == p.num_groups: past the last group
+  int group_first_tile;  // index of the group's first tile
+  int group_row;         // first row of the group (in A / SFA / D)
+  int group_rows;        // clamped number of rows of the group
+  int group_m_blocks;    // cdiv(group_rows, BLOCK_M)
+  int next_raw_size;     // sizes[group + 1] as stored (prefetched), 0 past the end
+
+  __device__ __forceinline__ GroupedScheduler(const Params& params, uint32_t /*cluster_size*/) : p(params) {
+    num_n_blocks = (params.n + BLOCK_N - 1) / BLOCK_N;
+    next_tile = static_cast<int>(blockIdx.x);
+    stride = static_cast<int>(gridDim.x);
+    group_first_tile = 0;
+    enter(0, 0, params.num_groups > 0 ? __ldg(params.sizes) : 0);
+  }
+
+  // Makes group g (starting at `row`, raw size `raw_size`) current and prefetches sizes[g + 1].
+  __device__ __forceinline__ void enter(int g, int row, int raw_size) {
+    group = g;
+    group_row = row;
+    const int limit = p.masked ? p.m : p.m - row;  // rows the group may have (contiguous: up to M)
+    group_rows = min(max(raw_size, 0), limit);
+    group_m_blocks = (group_rows + BLOCK_M - 1) / BLOCK_M;
+    next_raw_size = (g + 1 < p.num_groups) ? __ldg(p.sizes + g + 1) : 0;
+  }
+
+  __device__ __forceinline__ bool next(TileInfo& t) {
+    const int tile = next_tile;
+    // Advance the cursor to the group holding `tile`.
+    while (true) {
+      if (group >= p.num_groups) return false;
+      if (!p.masked && group_row >= p.m) return false;  // every row is taken: the rest is empty
+      const int group_tiles = group_m_blocks * num_n_blocks;
+      if (tile - group_first_tile < group_tiles) break;
+      group_first_tile += group_tiles;
+      enter(group + 1, p.masked ? group_row + p.m : group_row + group_rows, next_raw_size);
+    }
+    next_tile += stride;
+
+    const int in_group = tile - group_first_tile;
+    const int band_m = p.band_m;
+    const int tiles_per_band = band_m * num_n_blocks;
+    const int band = in_group / tiles_per_band;
+    const int first_m = band * band_m;
+    const int in_band = in_group - band * tiles_per_band;
+    const int rows = min(band_m, group_m_blocks - first_m);
+
+    t.m_block = first_m + in_band % rows;
+    t.n_block = in_band / rows;
+    t.group = group;
+    t.row_start = group_row + t.m_block * BLOCK_M;
+    t.row_end = group_row + group_rows;
+    t.b_row = group * p.n + t.n_block * BLOCK_N;
+    t.col_start = t.n_block * BLOCK_N;
+    t.col_end = p.n;
+    t.sfb_offset = group * p.sfb_group_stride;
+    t.multicast_b = false;
+    t.peer_active = false;
     return true;
   }
 };
