@@ -37,6 +37,7 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <cstdlib>
 #include <type_traits>
 
 #include "common/sm90_ptx.cuh"
@@ -68,6 +69,9 @@ struct GemmTraits {
   static_assert(kProducerRegisters * 128 + kMathRegisters * kNumMathThreads <= 65536, "register file");
 
   static constexpr int kNumAcc = BLOCK_N / 2;  // FP32 accumulators per thread for 64 x BLOCK_N
+  // Deferred promotion keeps two accumulator arrays and the output: 3 * kNumAcc registers plus
+  // ~40 for addresses, scales and loop state must fit the math warpgroups' budget.
+  static constexpr bool kDeferredPromotion = 3 * kNumAcc + 40 <= (BLOCK_M == 128 ? 232 : 240);
   // B-scale blocks: with BLOCK_N not dividing 128 (e.g. 112, 144, 160) some tiles have columns in
   // two consecutive 128-wide scale blocks. A tile starts at an offset (col_start % 128) that is a
   // multiple of g = gcd(BLOCK_N, 128), at most 128 - g, so it touches at most two scale blocks iff
@@ -90,12 +94,23 @@ struct GemmTraits {
   static constexpr int smem_bytes(int num_stages) { return kSmemD + num_stages * kSmemPerStage; }
 };
 
+// Deferred promotion is on unless FP8GEMM_DEFERRED=0 (read once; for A/B measurements).
+inline int deferred_promotion_default() {
+  static const int value = [] {
+    const char* env = std::getenv("FP8GEMM_DEFERRED");
+    return (env != nullptr && env[0] == '0') ? 0 : 1;
+  }();
+  return value;
+}
+
 // Plain kernel arguments (the tensor maps travel separately as __grid_constant__ parameters).
 struct GemmKernelArgs {
   const float* sfb;  // B scales, row-major [cdiv(N,128), num_k_blocks] (per group, at sfb_offset)
   int n;             // N (to clamp the second B-scale block at the right edge)
   int num_k_blocks;  // cdiv(K, 128)
   int num_stages;    // pipeline depth (fits the dynamic shared memory the launch provides)
+  // 1: issue k-block kb+1 before promoting kb (tiles where it fits; see kDeferredPromotion).
+  int deferred_promotion = deferred_promotion_default();
 };
 
 namespace detail {
@@ -252,11 +267,62 @@ __global__ void __launch_bounds__(GemmTraits<BLOCK_M, BLOCK_N, Epilogue>::kNumTh
     TileInfo tile;
     uint32_t stage = 0, phase = 0;
     float acc[kNumAcc];
+    // Second accumulator of the deferred-promotion loop (a 1-element dummy where it does not fit).
+    float acc_next[Traits::kDeferredPromotion ? kNumAcc : 1];
 #pragma unroll
     for (int i = 0; i < kNumAcc; ++i) acc[i] = 0.f;
 
+    // ---- the steps of one 128-wide k-block, shared by both main loops below ----
+    // Issue the 4 wgmmas of the k-block in `stage` into accumulator `a` (one commit group).
+    auto issue = [&](float (&a)[kNumAcc], uint32_t st) {
+      const uint64_t stage_offset = static_cast<uint64_t>(st * Traits::kSmemAB) >> 4;
+      ptx::fence_operands(a);
+      ptx::wgmma_fence();
+#pragma unroll
+      for (int k = 0; k < kBlockK / kWgmmaK; ++k) {
+        // k * 32 bytes along the 128-byte swizzled row = k * 2 in 16-byte descriptor units.
+        constexpr uint64_t kStep = kWgmmaK / 16;
+        Wgmma::mma(desc_a0 + stage_offset + k * kStep, desc_b0 + stage_offset + k * kStep, a,
+                   k > 0 ? 1u : 0u);
+      }
+      ptx::wgmma_commit();
+      ptx::fence_operands(a);
+    };
+    // A scales of this thread's two rows in `stage` (read before the stage is released).
+    auto load_sfa = [&](uint32_t st, float& r0, float& r1) {
+      const float* sfa_stage = smem_sfa + st * (Traits::kSmemSFA / 4) + wg * 64;
+      r0 = ptx::ld_shared_f32(sfa_stage + row_in_wg);
+      r1 = ptx::ld_shared_f32(sfa_stage + row_in_wg + 8);
+    };
+    // Release `stage`: this warp no longer reads its shared memory.
+    auto release = [&](uint32_t st, const TileInfo& t) {
+      if (cluster_size == 1) {
+        if (lane == 0) ptx::mbar_arrive(&empty_bar[st]);
+      } else if (lane < 2) {
+        // lane r arrives on cluster rank r's barrier; with the peer gone, both on our own.
+        ptx::mbar_arrive_cluster(&empty_bar[st], t.peer_active ? lane : cta_rank);
+      }
+    };
+    // out += a * (sfa * sfb) on the CUDA cores, with the B-scale block split of this tile.
+    auto promote = [&](float (&o)[kNumAcc], const float (&a)[kNumAcc], float sfa0, float sfa1,
+                       float sfb0_cur, float sfb1_cur, int split) {
+      const float s0_b0 = sfa0 * sfb0_cur, s1_b0 = sfa1 * sfb0_cur;
+      if constexpr (!Traits::kMayStraddle) {
+        detail::promote<kNumAcc / 4>(o, a, s0_b0, s1_b0, s0_b0, s1_b0);
+      } else {
+        const float s0_b1 = sfa0 * sfb1_cur, s1_b1 = sfa1 * sfb1_cur;
+        constexpr int kStep = Traits::kScaleGcd / 8;
+        constexpr int kMax = (BLOCK_N < 128 ? BLOCK_N : 128) / 8;
+        detail::promote_dispatch<kStep, kStep, kMax>(split, o, a, s0_b0, s1_b0, s0_b1, s1_b1);
+      }
+    };
+    auto advance = [&](uint32_t& st, uint32_t& ph) {
+      if (++st == static_cast<uint32_t>(num_stages)) st = 0, ph ^= 1;
+    };
+
     while (scheduler.next(tile)) {
-      // Rows of this warpgroup beyond the tile's valid rows: skip the math (still consume stages).
+      // Rows of this warpgroup beyond the tile's valid rows: no output (and in the serial loop no
+      // math either; stages are consumed all the same).
       const bool active = tile.row_start + wg * 64 < tile.row_end;
 
       // B scales of this tile: block b0 covers tile columns [0, 8 * split), block b1 the rest.
@@ -268,65 +334,97 @@ __global__ void __launch_bounds__(GemmTraits<BLOCK_M, BLOCK_N, Epilogue>::kNumTh
       // Software-prefetch the B scales one k-block ahead (global latency off the critical path).
       float sfb0_next = __ldg(sfb0);
       float sfb1_next = Traits::kMayStraddle ? __ldg(sfb1) : 0.f;
+      auto next_sfb = [&](int kb, float& cur0, float& cur1) {
+        cur0 = sfb0_next, cur1 = sfb1_next;
+        if (kb + 1 < num_k_blocks) {
+          sfb0_next = __ldg(sfb0 + kb + 1);
+          if (Traits::kMayStraddle) sfb1_next = __ldg(sfb1 + kb + 1);
+        }
+      };
 
       float out[kNumAcc];
 #pragma unroll
       for (int i = 0; i < kNumAcc; ++i) out[i] = 0.f;
 
-      for (int kb = 0; kb < num_k_blocks; ++kb) {
-        const float sfb0_cur = sfb0_next, sfb1_cur = sfb1_next;
-        if (kb + 1 < num_k_blocks) {
-          sfb0_next = __ldg(sfb0 + kb + 1);
-          if (Traits::kMayStraddle) sfb1_next = __ldg(sfb1 + kb + 1);
-        }
-
-        ptx::mbar_wait(&full_bar[stage], phase);
-
-        float sfa0 = 0.f, sfa1 = 0.f;
-        if (active) {
-          // A scales of this thread's two rows; read before the stage is released.
-          const float* sfa_stage = smem_sfa + stage * (Traits::kSmemSFA / 4) + wg * 64;
-          sfa0 = ptx::ld_shared_f32(sfa_stage + row_in_wg);
-          sfa1 = ptx::ld_shared_f32(sfa_stage + row_in_wg + 8);
-
-          const uint64_t stage_offset = static_cast<uint64_t>(stage * Traits::kSmemAB) >> 4;
-          const uint64_t desc_a = desc_a0 + stage_offset;
-          const uint64_t desc_b = desc_b0 + stage_offset;
-          ptx::fence_operands(acc);
-          ptx::wgmma_fence();
-#pragma unroll
-          for (int k = 0; k < kBlockK / kWgmmaK; ++k) {
-            // k * 32 bytes along the 128-byte swizzled row = k * 2 in 16-byte descriptor units.
-            constexpr uint64_t kStep = kWgmmaK / 16;
-            Wgmma::mma(desc_a + k * kStep, desc_b + k * kStep, acc, k > 0 ? 1u : 0u);
+      bool deferred = false;
+      if constexpr (Traits::kDeferredPromotion) deferred = args.deferred_promotion != 0;
+      if (deferred) {
+        if constexpr (Traits::kDeferredPromotion) {
+          // Deferred promotion: the wgmmas of k-block kb+1 are issued (into the other accumulator)
+          // before k-block kb is promoted, so the tensor cores always have this warpgroup's next
+          // block queued while the CUDA cores promote. Costs a second accumulator array (tiles with
+          // 3 * BLOCK_N / 2 accumulators that fit the register budget) and holds each stage one
+          // k-block longer. All rows are computed (rows past M read as TMA zeros); only the
+          // epilogue looks at `active`.
+          float sfa0, sfa1;
+          ptx::mbar_wait(&full_bar[stage], phase);
+          load_sfa(stage, sfa0, sfa1);
+          issue(acc, stage);
+          // One k-block: `cur` is in flight on entry; `nxt` (promoted last time) is free.
+          // Promote k-block kb from `cur` (its group already waited for) and move to the next stage.
+          auto finish = [&](float (&cur)[kNumAcc], float sfb0_cur, float sfb1_cur, uint32_t next_stage,
+                            uint32_t next_phase, float nsfa0, float nsfa1) {
+            ptx::fence_operands(cur);
+            release(stage, tile);
+            promote(out, cur, sfa0, sfa1, sfb0_cur, sfb1_cur, split);
+            stage = next_stage, phase = next_phase;
+            sfa0 = nsfa0, sfa1 = nsfa1;
+          };
+          // k-block kb is in flight in `cur`: issue kb+1 into `nxt`, then promote kb.
+          auto step_next = [&](float (&cur)[kNumAcc], float (&nxt)[kNumAcc], int kb) {
+            float sfb0_cur, sfb1_cur;
+            next_sfb(kb, sfb0_cur, sfb1_cur);
+            uint32_t next_stage = stage, next_phase = phase;
+            advance(next_stage, next_phase);
+            float nsfa0, nsfa1;
+            ptx::mbar_wait(&full_bar[next_stage], next_phase);
+            load_sfa(next_stage, nsfa0, nsfa1);
+            issue(nxt, next_stage);
+            ptx::wgmma_wait<1>();  // k-block kb's group is done; kb+1's stays in flight
+            finish(cur, sfb0_cur, sfb1_cur, next_stage, next_phase, nsfa0, nsfa1);
+          };
+          // The tile's last k-block.
+          auto step_last = [&](float (&cur)[kNumAcc], int kb) {
+            float sfb0_cur, sfb1_cur;
+            next_sfb(kb, sfb0_cur, sfb1_cur);
+            uint32_t next_stage = stage, next_phase = phase;
+            advance(next_stage, next_phase);
+            ptx::wgmma_wait<0>();
+            finish(cur, sfb0_cur, sfb1_cur, next_stage, next_phase, 0.f, 0.f);
+          };
+          int kb = 0;
+          for (; kb + 2 < num_k_blocks; kb += 2) {
+            step_next(acc, acc_next, kb);
+            step_next(acc_next, acc, kb + 1);
           }
-          ptx::wgmma_commit();
-          ptx::fence_operands(acc);
-          ptx::wgmma_wait<0>();
-          ptx::fence_operands(acc);
-        }
-
-        // Release the stage: this warp no longer reads its shared memory.
-        if (cluster_size == 1) {
-          if (lane == 0) ptx::mbar_arrive(&empty_bar[stage]);
-        } else if (lane < 2) {
-          // lane r arrives on cluster rank r's barrier; with the peer gone, both on our own.
-          ptx::mbar_arrive_cluster(&empty_bar[stage], tile.peer_active ? lane : cta_rank);
-        }
-
-        // Promotion on the CUDA cores (overlaps with the other math warpgroup's WGMMA).
-        if (active) {
-          const float s0_b0 = sfa0 * sfb0_cur, s1_b0 = sfa1 * sfb0_cur;
-          if constexpr (!Traits::kMayStraddle) {
-            detail::promote<kNumAcc / 4>(out, acc, s0_b0, s1_b0, s0_b0, s1_b0);
+          if (num_k_blocks - kb == 2) {
+            step_next(acc, acc_next, kb);
+            step_last(acc_next, kb + 1);
           } else {
-            const float s0_b1 = sfa0 * sfb1_cur, s1_b1 = sfa1 * sfb1_cur;
-            constexpr int kStep = Traits::kScaleGcd / 8;
-            constexpr int kMax = (BLOCK_N < 128 ? BLOCK_N : 128) / 8;
-            detail::promote_dispatch<kStep, kStep, kMax>(split, out, acc, s0_b0, s1_b0, s0_b1, s1_b1);
+            step_last(acc, kb);
           }
+          // Already drained on every real path; says so to ptxas, which otherwise assumes the
+          // prologue's group may still be in flight (num_k_blocks == 0) and serializes all wgmmas.
+          ptx::wgmma_wait<0>();
         }
-        if (++stage == static_cast<uint32_t>(num_stages)) stage = 0, phase ^= 1;
+      } else {
+        // Serial promotion (DeepGEMM's order): issue, wait, release, promote; the two math
+        // warpgroups' promotions overlap each other's wgmmas.
+        for (int kb = 0; kb < num_k_blocks; ++kb) {
+          float sfb0_cur, sfb1_cur;
+          next_sfb(kb, sfb0_cur, sfb1_cur);
+          ptx::mbar_wait(&full_bar[stage], phase);
+          float sfa0 = 0.f, sfa1 = 0.f;
+          if (active) {
+            load_sfa(stage, sfa0, sfa1);
+            issue(acc, stage);
+            ptx::wgmma_wait<0>();
+            ptx::fence_operands(acc);
+          }
+          release(stage, tile);
+          if (active) promote(out, acc, sfa0, sfa1, sfb0_cur, sfb1_cur, split);
+          advance(stage, phase);
+        }
       }
 
       if (active) Epilogue::store(out, smem_d, &tmap_d, tile, wg, tid_in_wg, epi_params);
