@@ -16,7 +16,7 @@ os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")  # leave room fo
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="python -m jax_fp8gemm.bench", description=__doc__)
-    p.add_argument("--suite", default="quantize,gemm")
+    p.add_argument("--suite", default="quantize,gemm,grouped")
     p.add_argument("--out", default="bench_out")
     p.add_argument("--shapes", default="", help="gemm shapes MxNxK,... (default: SPEC's table)")
     args = p.parse_args(argv)

@@ -167,4 +167,78 @@ def _time_torch_scaled_mm(torch, m, n, k, reps):
     return time_torch(fn, sets)
 
 
-SUITES = {"quantize": quantize_suite, "gemm": gemm_suite, "gemm-sweep": gemm_sweep_suite}
+def _group_sizes(total: int, groups: int, uneven: bool, rng) -> np.ndarray:
+    """Even split, or +-30% random sizes with about one group in eight empty (same total)."""
+    if not uneven:
+        return np.full(groups, total // groups, np.int32)
+    w = rng.uniform(0.7, 1.3, groups)
+    w[rng.random(groups) < 0.125] = 0.0
+    sizes = np.floor(w / w.sum() * total).astype(np.int32)
+    sizes[np.argmax(sizes)] += total - sizes.sum()
+    return sizes
+
+
+GROUPED_CASES = [  # (groups, rows per group, N, K, uneven)
+    (8, 4096, 4096, 7168, False), (8, 4096, 4096, 7168, True), (4, 8192, 7168, 2048, False),
+    (4, 8192, 4096, 7168, False), (32, 256, 4096, 7168, False), (256, 1024, 4096, 7168, False),
+    (256, 1024, 4096, 7168, True),
+]
+MASKED_CASES = [(1, 1024, 4096, 7168), (2, 512, 4096, 7168), (4, 256, 4096, 7168),
+                (1, 1024, 7168, 2048), (4, 256, 7168, 2048)]
+
+
+def grouped_suite(progress: Progress) -> Iterator[dict]:
+    """Contiguous grouped GEMM (unpadded group sizes) against ragged_dot and torch._grouped_mm."""
+    torch = _torch()
+    rng = np.random.default_rng(0)
+    for g, rows, n, k, uneven in GROUPED_CASES:
+        m = g * rows
+        sizes = jnp.asarray(_group_sizes(m, g, uneven, rng))
+        flops = 2.0 * m * n * k / 1e12
+        reps = 2
+        keys = jax.random.split(jax.random.key(3), 2 * reps)
+        xs = [_randn(keys[2 * i], (m, k), jnp.bfloat16) for i in range(reps)]
+        ws = [_randn(keys[2 * i + 1], (g, n, k), jnp.bfloat16) for i in range(reps)]
+        res: dict = {}
+        q = [(*fg.quantize_rowwise(x), *fg.quantize_blockwise(w), sizes) for x, w in zip(xs, ws)]
+        _measure(res, "ours", progress, lambda: time_jax(fg.grouped_gemm, q), flops)
+        del q
+        _measure(res, "jax.lax.ragged_dot bf16", progress, lambda: time_jax(
+            lambda x, w, gs: jax.lax.ragged_dot(x, jnp.swapaxes(w, 1, 2), gs),
+            [(x, w, sizes) for x, w in zip(xs, ws)]), flops)
+        del xs, ws
+        if torch is not None:
+            _measure(res, "torch _grouped_mm bf16", progress,
+                     lambda: _time_torch_grouped(torch, np.asarray(sizes), n, k, reps), flops)
+        yield {"suite": "grouped", "case": f"{g}x{rows}{' uneven' if uneven else ''} N{n} K{k}",
+               "metric": "TFLOP/s", "ours": "ours", "results": res}
+    for g, rows, n, k in MASKED_CASES:
+        flops = 2.0 * g * rows * n * k / 1e12
+        keys = jax.random.split(jax.random.key(4), 4)
+        sets = []
+        for i in range(2):
+            a, a_s = fg.quantize_rowwise(_randn(keys[2 * i], (g, rows, k), jnp.bfloat16))
+            b, b_s = fg.quantize_blockwise(_randn(keys[2 * i + 1], (g, n, k), jnp.bfloat16))
+            sets.append((a, a_s, b, b_s, jnp.full((g,), rows, jnp.int32)))
+        res = {}
+        _measure(res, "ours", progress, lambda: time_jax(fg.grouped_gemm_masked, sets), flops)
+        bf = [(fg.dequantize_rowwise(s[0], s[1]).astype(jnp.bfloat16),
+               fg.dequantize_blockwise(s[2], s[3]).astype(jnp.bfloat16)) for s in sets]
+        _measure(res, "XLA bf16 batched dot", progress, lambda: time_jax(
+            lambda x, w: jnp.einsum("gmk,gnk->gmn", x, w), bf), flops)
+        yield {"suite": "grouped", "case": f"masked {g}x{rows} N{n} K{k}", "metric": "TFLOP/s",
+               "ours": "ours", "results": res}
+
+
+def _time_torch_grouped(torch, sizes, n, k, reps):
+    """torch._grouped_mm in bf16 (no block-scaled FP8 grouped GEMM exists in torch on Hopper)."""
+    offs = torch.tensor(np.cumsum(sizes), dtype=torch.int32, device="cuda")
+    m = int(sizes.sum())
+    sets = [(torch.randn(m, k, device="cuda", dtype=torch.bfloat16),
+             torch.randn(len(sizes), n, k, device="cuda", dtype=torch.bfloat16).transpose(-2, -1))
+            for _ in range(reps)]
+    return time_torch(lambda a, b: torch._grouped_mm(a, b, offs=offs), sets)
+
+
+SUITES = {"quantize": quantize_suite, "gemm": gemm_suite, "gemm-sweep": gemm_sweep_suite,
+          "grouped": grouped_suite}
