@@ -10,6 +10,7 @@ instantiations in cuda/gemm/fp8_gemm.cu.
 from __future__ import annotations
 
 import dataclasses
+import math
 
 import numpy as np
 
@@ -60,4 +61,38 @@ def pick(m: int, n: int, k: int, out_dtype, num_sms: int) -> GemmConfig:
     _, bm, bn = best
     # Multicast (two CTAs on neighbouring M tiles sharing one B load) measured 3-8% slower than
     # without on every shape on the H100 (benchmarks/RESULTS.md, 2026-11-22): off until it pays.
+    return GemmConfig(block_m=bm, block_n=bn, num_stages=0, num_sms=int(num_sms), multicast=1)
+
+
+# (block_m, block_n) pairs compiled for the grouped kernels: kCompiledGroupedTiles in
+# cuda/gemm/fp8_gemm.h (multicast is not supported there).
+COMPILED_GROUPED_TILES = ((128, 128), (64, 128))
+
+
+def pick_grouped(m: int, n: int, k: int, g: int, num_sms: int, *, masked: bool = False) -> GemmConfig:
+    """The configuration of a grouped GEMM from its static shape (group sizes are traced values).
+
+    m is the total row count M for the contiguous layout and Mmax (rows per group) for the masked
+    one. The number of M-tiles is estimated: masked, g * cdiv(Mmax, bm) (a group's tiles never
+    straddle groups; the kernel skips rows past masked_m, so this is the worst case); contiguous,
+    cdiv(M, bm) plus about half a partial tile per group, since groups are not padded, unless the
+    even split M / g is a multiple of bm (then groups are likely aligned). The same wave-and-tile
+    cost model as `pick` then chooses: 128x128 when groups have many rows, 64x128 when the expected
+    rows per group are small (a partial tile wastes half as much there).
+    """
+    del k
+    g = max(int(g), 1)
+    best = None
+    for bm, bn in COMPILED_GROUPED_TILES:
+        if masked:
+            m_tiles = g * cdiv(m, bm)
+        else:
+            aligned = m % g == 0 and (m // g) % bm == 0
+            m_tiles = cdiv(m, bm) + (0 if aligned else min(g, m) / 2)
+        waves = math.ceil(m_tiles * cdiv(n, bn) / num_sms)
+        cost = waves * (bm * bn + 64 * (bm + bn))
+        key = (cost, -bm * bn)
+        if best is None or key < best[0]:
+            best = (key, bm, bn)
+    _, bm, bn = best
     return GemmConfig(block_m=bm, block_n=bn, num_stages=0, num_sms=int(num_sms), multicast=1)

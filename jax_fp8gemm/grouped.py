@@ -4,7 +4,9 @@ grouped_gemm (contiguous layout, training / prefill): a [M, K] rows sorted by gr
 group_sizes int32 [G] with jax.lax.ragged_dot semantics, no padding of groups.
 grouped_gemm_masked (decode): a [G, Mmax, K], masked_m int32 [G]; rows >= masked_m[g] are zero.
 Traced sizes are clamped (negative -> 0, past M / Mmax -> cut), never read out of bounds.
-These run on their jnp reference until the grouped kernels land (cuda/gemm/ grouped scheduler).
+On Hopper both run the sm_90a grouped kernel (cuda/gemm/: GroupedScheduler, one launch, the
+schedule derived on the device from the sizes; no host synchronisation) with a configuration
+chosen here per static shape (gemm_config.pick_grouped); elsewhere the jnp reference does.
 """
 
 from __future__ import annotations
@@ -14,8 +16,11 @@ import jax.numpy as jnp
 import numpy as np
 from jax.core import ShapedArray
 
-from . import _checks, _primitive, reference
-from .gemm import check_operands
+from . import _checks, _kernels, _primitive, gemm_config, reference
+from .gemm import check_operands, mn_major_scales
+from .reference import cdiv
+
+_INT32_MAX = 2**31 - 1
 
 
 def _contiguous_abstract(a, a_s, b, b_s, group_sizes, *, out_dtype):
@@ -35,16 +40,79 @@ def _masked_abstract(a, a_s, b, b_s, masked_m, *, out_dtype):
     return ShapedArray((a.shape[0], a.shape[1], b.shape[1]), _checks.out_dtype(op, out_dtype))
 
 
+def _grouped_config(m, n, k, g, masked):
+    return gemm_config.pick_grouped(m, n, k, g, _kernels.num_sms(), masked=masked)
+
+
+def grouped_gemm_kernel_call(a, a_s, b, b_s, group_sizes, config: gemm_config.GemmConfig,
+                             out_dtype=jnp.bfloat16):
+    """The contiguous-layout FFI call with an explicit configuration."""
+    out = jax.ShapeDtypeStruct((a.shape[0], b.shape[1]), out_dtype)
+    return jax.ffi.ffi_call("fp8gemm_grouped_gemm", out)(
+        a, mn_major_scales(a_s), b, b_s, group_sizes, **config.attributes())
+
+
+def grouped_gemm_masked_kernel_call(a, a_s, b, b_s, masked_m, config: gemm_config.GemmConfig,
+                                    out_dtype=jnp.bfloat16):
+    """The masked-layout FFI call with an explicit configuration. A's scales [G, Mmax, Kb] go to
+    the kernel MN-major over all G * Mmax rows: [Kb, align(G * Mmax, 4)]."""
+    g, mmax, _ = a.shape
+    out = jax.ShapeDtypeStruct((g, mmax, b.shape[1]), out_dtype)
+    sfa = mn_major_scales(a_s.reshape(g * mmax, a_s.shape[-1]))
+    return jax.ffi.ffi_call("fp8gemm_grouped_gemm_masked", out)(
+        a, sfa, b, b_s, masked_m, **config.attributes())
+
+
+def _contiguous_kernel(a, a_s, b, b_s, group_sizes, *, out_dtype):
+    (m, k), (g, n, _) = a.shape, b.shape
+    config = _grouped_config(m, n, k, g, masked=False)
+    return grouped_gemm_kernel_call(a, a_s, b, b_s, group_sizes, config, out_dtype)
+
+
+def _masked_kernel(a, a_s, b, b_s, masked_m, *, out_dtype):
+    (g, mmax, k), n = a.shape, b.shape[1]
+    config = _grouped_config(mmax, n, k, g, masked=True)
+    return grouped_gemm_masked_kernel_call(a, a_s, b, b_s, masked_m, config, out_dtype)
+
+
+def _kernel_takes(op, rows, g, n, k, out_dtype) -> bool:
+    """Shapes the grouped kernel cannot take fall back to the reference (K % 16 is rejected at
+    trace time already)."""
+    if rows == 0 or n == 0 or k == 0 or g == 0:
+        return False  # nothing to compute (or all zero): the reference is free
+    if (n * np.dtype(out_dtype).itemsize) % 16:
+        _kernels.warn_once(f"{op}: N={n} gives an output row stride TMA cannot store "
+                           "(needs a multiple of 16 bytes); using the reference path")
+        return False
+    if rows + 256 > _INT32_MAX or g * n > _INT32_MAX or g * cdiv(n, 128) * cdiv(k, 128) > _INT32_MAX:
+        _kernels.warn_once(f"{op}: rows={rows}, G*N={g * n} exceed the kernel's int32 "
+                           "coordinates; using the reference path")
+        return False
+    return True
+
+
+def _contiguous_use_kernel(a, a_s, b, b_s, group_sizes, *, out_dtype):
+    (m, k), (g, n, _) = a.shape, b.shape
+    return _kernel_takes("grouped_gemm", m, g, n, k, out_dtype)
+
+
+def _masked_use_kernel(a, a_s, b, b_s, masked_m, *, out_dtype):
+    (g, mmax, k), n = a.shape, b.shape[1]
+    return _kernel_takes("grouped_gemm_masked", g * mmax, g, n, k, out_dtype)
+
+
 grouped_gemm_p = _primitive.define(
     "grouped_gemm", abstract_eval=_contiguous_abstract,
     reference=lambda a, a_s, b, b_s, gs, *, out_dtype: reference.grouped_gemm(
         a, a_s, b, b_s, gs, out_dtype),
+    kernel=_contiguous_kernel, use_kernel=_contiguous_use_kernel,
     batching_rule=_primitive.batch_by_loop)
 
 grouped_gemm_masked_p = _primitive.define(
     "grouped_gemm_masked", abstract_eval=_masked_abstract,
     reference=lambda a, a_s, b, b_s, mm, *, out_dtype: reference.grouped_gemm_masked(
         a, a_s, b, b_s, mm, out_dtype),
+    kernel=_masked_kernel, use_kernel=_masked_use_kernel,
     batching_rule=_primitive.batch_by_loop)
 
 

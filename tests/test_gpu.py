@@ -127,3 +127,92 @@ def test_gemm_batched_and_vmapped_kernel(rng):
     out = jax.jit(jax.vmap(fg.gemm, in_axes=(0, 0, None, None)))(a, a_s, b, b_s)
     ref = jax.jit(jax.vmap(fg.reference.gemm, in_axes=(0, 0, None, None)))(a, a_s, b, b_s)
     assert calc_diff(out, ref) <= 1e-5
+
+
+def grouped_reference64(a, a_s, b, b_s, sizes):
+    """float64 contiguous-layout reference with the kernels' clamping; rows past the sum are 0."""
+    af, bf = dequant64(a, a_s, False), dequant64(b, b_s, True)
+    out = np.zeros((a.shape[0], b.shape[1]))
+    start = 0
+    for g, size in enumerate(np.asarray(sizes)):
+        size = max(0, min(int(size), a.shape[0] - start))
+        out[start:start + size] = af[start:start + size] @ bf[g].T
+        start += size
+    return out, start
+
+
+GROUPED_CASES = [
+    # (M, N, K, sizes): uneven + empty groups, tail rows, clamped sums, negative sizes, G = 1,
+    # groups smaller than a tile, ragged N and K
+    (300, 272, 1552, [100, 0, 150, 37]),
+    (200, 128, 256, [-5, 120, 500]),
+    (129, 256, 512, [129]),
+    (129, 256, 512, [64]),
+    (1000, 384, 1024, [1, 63, 64, 65, 127, 128, 129, 0, 200]),
+    (4096, 4096, 7168, [700, 0, 1300, 96, 2000]),
+]
+
+
+@pytest.mark.parametrize("m,n,k,sizes", GROUPED_CASES)
+@pytest.mark.parametrize("out_dtype", [jnp.bfloat16, jnp.float32])
+def test_grouped_gemm_kernel(rng, m, n, k, sizes, out_dtype):
+    g = len(sizes)
+    a, a_s = fg.quantize_rowwise(randn(rng, (m, k), jnp.bfloat16))
+    b, b_s = fg.quantize_blockwise(randn(rng, (g, n, k), jnp.bfloat16))
+    gs = jnp.asarray(sizes, jnp.int32)
+    fn = jax.jit(fg.grouped_gemm, static_argnames="out_dtype")
+    assert "fp8gemm_grouped_gemm" in fn.lower(a, a_s, b, b_s, gs, out_dtype=out_dtype).as_text()
+    poison_allocator(m * n * 4)
+    out = fn(a, a_s, b, b_s, gs, out_dtype=out_dtype)
+    out_np = np.asarray(out.astype(jnp.float32))
+    ref, total = grouped_reference64(a, a_s, b, b_s, sizes)
+    assert not np.isnan(out_np).any(), "unwritten (poisoned) or NaN outputs"
+    assert np.all(out_np[total:] == 0), "rows past the sum of the group sizes must be zero"
+    assert calc_diff(out_np, ref) <= 1e-5
+    # per row: a row computed with the wrong group's weights stands out
+    err = np.abs(out_np - ref).max(axis=1)
+    scale = np.sqrt((ref * ref).mean(axis=1)) + 1e-30
+    assert np.all(err <= 2e-2 * scale + 1e-30), f"rows off: {np.nonzero(err > 2e-2 * scale)[0][:10]}"
+    again = fn(a, a_s, b, b_s, gs, out_dtype=out_dtype)
+    np.testing.assert_array_equal(np.asarray(again).view(np.uint8), np.asarray(out).view(np.uint8))
+
+
+def test_grouped_gemm_kernel_sizes_are_runtime_values(rng):
+    """One compiled executable, different sizes (device values, no recompilation, no host sync)."""
+    m, n, k, g = 512, 256, 384, 5
+    a, a_s = fg.quantize_rowwise(randn(rng, (m, k), jnp.bfloat16))
+    b, b_s = fg.quantize_blockwise(randn(rng, (g, n, k), jnp.bfloat16))
+    fn = jax.jit(lambda *args: fg.grouped_gemm(*args))
+    for sizes in ([100, 100, 100, 100, 112], [0, 0, 0, 0, 0], [600, -1, 3, 0, 9], [1, 2, 3, 4, 5]):
+        out = np.asarray(fn(a, a_s, b, b_s, jnp.asarray(sizes, jnp.int32)).astype(jnp.float32))
+        ref, total = grouped_reference64(a, a_s, b, b_s, sizes)
+        assert np.all(out[total:] == 0) and not np.isnan(out).any()
+        if total:
+            assert calc_diff(out[:total], ref[:total]) <= 1e-5
+    assert fn._cache_size() == 1  # compiled once
+
+
+@pytest.mark.parametrize("g,mmax,n,k,masked_m", [
+    (4, 100, 272, 1552, [0, 100, 37, 250]),
+    (3, 64, 256, 512, [64, 0, -1]),
+    (2, 512, 4096, 7168, [512, 300]),
+    (8, 40, 136, 400, [40, 1, 0, 13, 39, 41, 20, 7]),
+])
+@pytest.mark.parametrize("out_dtype", [jnp.bfloat16, jnp.float32])
+def test_grouped_gemm_masked_kernel(rng, g, mmax, n, k, masked_m, out_dtype):
+    a, a_s = fg.quantize_rowwise(randn(rng, (g, mmax, k), jnp.bfloat16))
+    b, b_s = fg.quantize_blockwise(randn(rng, (g, n, k), jnp.bfloat16))
+    mm = jnp.asarray(masked_m, jnp.int32)
+    fn = jax.jit(fg.grouped_gemm_masked, static_argnames="out_dtype")
+    assert "fp8gemm_grouped_gemm_masked" in fn.lower(a, a_s, b, b_s, mm, out_dtype=out_dtype).as_text()
+    poison_allocator(g * mmax * n * 4)
+    out = np.asarray(fn(a, a_s, b, b_s, mm, out_dtype=out_dtype).astype(jnp.float32))
+    assert out.shape == (g, mmax, n) and not np.isnan(out).any()
+    af, bf = dequant64(a, a_s, False), dequant64(b, b_s, True)
+    for i, rows in enumerate(masked_m):
+        rows = max(0, min(rows, mmax))
+        assert np.all(out[i, rows:] == 0), f"group {i}: rows >= masked_m must be zero"
+        if rows:
+            assert calc_diff(out[i, :rows], af[i, :rows] @ bf[i].T) <= 1e-5
+    again = np.asarray(fn(a, a_s, b, b_s, mm, out_dtype=out_dtype).astype(jnp.float32))
+    np.testing.assert_array_equal(again.view(np.uint32), out.view(np.uint32))

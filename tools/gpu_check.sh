@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # The one script for a lent Hopper machine (the `device` tool runs it in a copy of the repo):
 # build the extension, read the register/spill report and the SASS, run the GPU tests, the
-# standalone GEMM harness, compute-sanitizer on small cases and the benchmark. Logs go to $OUT
-# (at most 8 files come back: keep it so).
+# standalone GEMM harnesses (dense, grouped), compute-sanitizer on small cases and the benchmark.
+# Logs go to $OUT (at most 8 files come back: keep it so).
 #
 #   STEPS=build,tests,standalone,sanitize,bench  (default: all)   BENCH_ARGS="--suite gemm"
 #   TESTS="tests/test_gpu.py"                                      (default: the whole suite)
+#   STANDALONE_ARGS / GROUPED_ARGS: options of the dense / grouped harness (e.g. "--no-bench")
 set -uo pipefail
 OUT=${OUT:-/tmp/gpu_check_out}
 mkdir -p "$OUT"
@@ -45,11 +46,24 @@ if has build; then
 fi
 
 if has standalone && [ -f tools/gemm_standalone_test.cu ]; then
-  note "$(stamp) standalone GEMM harness"
-  nvcc -gencode=arch=compute_90a,code=sm_90a -O3 -std=c++17 --expt-relaxed-constexpr -Icuda \
-    tools/gemm_standalone_test.cu cuda/gemm/*.cu -o /tmp/gemm_test > "$OUT/standalone.log" 2>&1 \
+  note "$(stamp) standalone GEMM harnesses (dense, grouped)"
+  # The kernel objects are compiled once, in parallel, and linked into both harnesses.
+  NVCC=(nvcc -gencode=arch=compute_90a,code=sm_90a -O3 -std=c++17 --expt-relaxed-constexpr -Icuda)
+  mkdir -p /tmp/gemm_objs
+  objs=()
+  for f in cuda/gemm/*.cu; do
+    o=/tmp/gemm_objs/$(basename "$f" .cu).o; objs+=("$o")
+    "${NVCC[@]}" -c "$f" -o "$o" >> "$OUT/standalone.log" 2>&1 &
+  done
+  wait
+  "${NVCC[@]}" tools/gemm_standalone_test.cu "${objs[@]}" -o /tmp/gemm_test >> "$OUT/standalone.log" 2>&1 \
     && timeout ${STANDALONE_TIMEOUT:-200} /tmp/gemm_test ${STANDALONE_ARGS:-} >> "$OUT/standalone.log" 2>&1
-  note "standalone exit $?: $(tail -3 "$OUT/standalone.log" | tr '\n' ' ')"
+  note "standalone (dense) exit $?: $(tail -3 "$OUT/standalone.log" | tr '\n' ' ')"
+  echo "==== grouped harness" >> "$OUT/standalone.log"
+  "${NVCC[@]}" tools/grouped_standalone_test.cu "${objs[@]}" -o /tmp/grouped_test >> "$OUT/standalone.log" 2>&1 \
+    && timeout ${GROUPED_TIMEOUT:-300} /tmp/grouped_test ${GROUPED_ARGS:-} >> "$OUT/standalone.log" 2>&1
+  note "standalone (grouped) exit $?: $(tail -1 "$OUT/standalone.log")"
+  sed -n '/^best per case/,/^[0-9]* passed/p' "$OUT/standalone.log" | tee -a "$summary"
 fi
 
 if has tests; then
@@ -67,6 +81,10 @@ if has sanitize; then
     if [ -x /tmp/gemm_test ]; then
       timeout 120 compute-sanitizer --tool memcheck --error-exitcode 9 /tmp/gemm_test --small; echo "memcheck gemm: $?"
       timeout 120 compute-sanitizer --tool racecheck --error-exitcode 9 /tmp/gemm_test --small; echo "racecheck gemm: $?"
+    fi
+    if [ -x /tmp/grouped_test ]; then
+      timeout 180 compute-sanitizer --tool memcheck --error-exitcode 9 /tmp/grouped_test --small; echo "memcheck grouped: $?"
+      timeout 180 compute-sanitizer --tool racecheck --error-exitcode 9 /tmp/grouped_test --small; echo "racecheck grouped: $?"
     fi
     (cd /tmp && XLA_PYTHON_CLIENT_PREALLOCATE=false timeout 240 compute-sanitizer --tool memcheck \
       --error-exitcode 9 $PY "$OLDPWD/tools/sanitize_small.py"); echo "memcheck jax ops: $?"

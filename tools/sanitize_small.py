@@ -16,4 +16,11 @@ for m, n, k in [(1, 16, 128), (130, 264, 400), (64, 160, 144)]:
     b, b_s = fg.quantize_blockwise(jax.random.normal(key, (n, k)))
     for out_dtype in (jnp.bfloat16, jnp.float32):
         jax.block_until_ready(fg.gemm(a, a_s, b, b_s, out_dtype=out_dtype))
+sizes = jnp.asarray([50, 0, 70, 20], jnp.int32)  # sum 140 < M: tail rows zero
+a, a_s = fg.quantize_rowwise(jax.random.normal(key, (150, 400)))
+b, b_s = fg.quantize_blockwise(jax.random.normal(key, (4, 136, 400)))
+am, am_s = fg.quantize_rowwise(jax.random.normal(key, (4, 70, 400)))
+for out_dtype in (jnp.bfloat16, jnp.float32):
+    jax.block_until_ready(fg.grouped_gemm(a, a_s, b, b_s, sizes, out_dtype=out_dtype))
+    jax.block_until_ready(fg.grouped_gemm_masked(am, am_s, b, b_s, sizes, out_dtype=out_dtype))
 print("sanitize_small: done")

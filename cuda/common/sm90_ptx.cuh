@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <cuda.h>  // CUtensorMap (type only; the device code never calls the driver)
+#include <vector_types.h>  // uint4
 
 namespace fp8gemm {
 namespace ptx {

@@ -10,10 +10,13 @@
 
 #include "common/tma_desc.h"
 #include "gemm/fp8_gemm.h"
+#include "gemm/fp8_gemm_grouped.cuh"
 #include "gemm/fp8_gemm_kernel.cuh"
+#include "gemm/zero_rows.h"
 
 // Defined (explicitly instantiated) in fp8_gemm_inst_*.cu.
 FP8GEMM_COMPILED_TILES(FP8GEMM_EXTERN_TILE)
+FP8GEMM_COMPILED_GROUPED_TILES(FP8GEMM_EXTERN_GROUPED_TILE)
 
 namespace fp8gemm {
 namespace {
@@ -31,6 +34,20 @@ FP8GEMM_COMPILED_TILES(FP8GEMM_CHECK_TILE)
 #undef FP8GEMM_CHECK_TILE
 #define FP8GEMM_COUNT_TILE(BM, BN) +1
 static_assert(0 FP8GEMM_COMPILED_TILES(FP8GEMM_COUNT_TILE) == kNumCompiledTiles, "tile lists differ");
+#undef FP8GEMM_COUNT_TILE
+
+constexpr bool grouped_tile_is_listed(int bm, int bn) {
+  for (const CompiledTile& t : kCompiledGroupedTiles)
+    if (t.block_m == bm && t.block_n == bn) return true;
+  return false;
+}
+#define FP8GEMM_CHECK_TILE(BM, BN) \
+  static_assert(grouped_tile_is_listed(BM, BN), "tile missing from kCompiledGroupedTiles");
+FP8GEMM_COMPILED_GROUPED_TILES(FP8GEMM_CHECK_TILE)
+#undef FP8GEMM_CHECK_TILE
+#define FP8GEMM_COUNT_TILE(BM, BN) +1
+static_assert(0 FP8GEMM_COMPILED_GROUPED_TILES(FP8GEMM_COUNT_TILE) == kNumCompiledGroupedTiles,
+              "grouped tile lists differ");
 #undef FP8GEMM_COUNT_TILE
 
 constexpr int kSmemPerBlockSm90 = 232448;  // 227 KB: per-block opt-in maximum of sm_90
@@ -53,6 +70,23 @@ int find_entry(int block_m, int block_n, OutDtype out) {
   return -1;
 }
 
+constexpr int kNumGroupedEntries = 2 * kNumCompiledGroupedTiles;
+
+const KernelEntry* grouped_registry() {
+#define FP8GEMM_ENTRY(BM, BN) \
+  detail::grouped_kernel_entry<BM, BN, OutDtype::kBF16>(), detail::grouped_kernel_entry<BM, BN, OutDtype::kF32>(),
+  static const KernelEntry table[kNumGroupedEntries] = {FP8GEMM_COMPILED_GROUPED_TILES(FP8GEMM_ENTRY)};
+#undef FP8GEMM_ENTRY
+  return table;
+}
+
+int find_grouped_entry(int block_m, int block_n, OutDtype out) {
+  const KernelEntry* t = grouped_registry();
+  for (int i = 0; i < kNumGroupedEntries; ++i)
+    if (t[i].block_m == block_m && t[i].block_n == block_n && t[i].out == out) return i;
+  return -1;
+}
+
 int stages_that_fit(const KernelEntry& e, int smem_limit) {
   return std::min(kMaxStagesCap, (smem_limit - e.smem_fixed) / e.smem_per_stage);
 }
@@ -64,6 +98,7 @@ struct DeviceFacts {
 };
 DeviceFacts g_device_facts[kMaxDevices];
 std::atomic<bool> g_smem_attribute_set[kNumEntries][kMaxDevices];
+std::atomic<bool> g_grouped_smem_attribute_set[kNumGroupedEntries][kMaxDevices];
 
 cudaError_t get_device_facts(int dev, int* num_sms, int* smem_limit) {
   if (dev < 0 || dev >= kMaxDevices) return cudaErrorInvalidDevice;
@@ -85,13 +120,15 @@ cudaError_t get_device_facts(int dev, int* num_sms, int* smem_limit) {
 }
 
 // Raise the kernel's dynamic shared memory limit once per (kernel, device).
-cudaError_t ensure_smem_attribute(int entry, int dev, int smem_limit) {
-  std::atomic<bool>& done = g_smem_attribute_set[entry][dev];
+cudaError_t ensure_smem_attribute(std::atomic<bool>& done, const void* fn, int smem_limit) {
   if (done.load(std::memory_order_acquire)) return cudaSuccess;
-  cudaError_t err =
-      cudaFuncSetAttribute(registry()[entry].fn, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_limit);
+  cudaError_t err = cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_limit);
   if (err == cudaSuccess) done.store(true, std::memory_order_release);
   return err;
+}
+
+cudaError_t ensure_smem_attribute(int entry, int dev, int smem_limit) {
+  return ensure_smem_attribute(g_smem_attribute_set[entry][dev], registry()[entry].fn, smem_limit);
 }
 
 // How many clusters of 2 can be resident at once (the persistent grid must not exceed it, or some
@@ -284,6 +321,163 @@ cudaError_t launch_fp8_gemm(const GemmProblem& p, const GemmConfig& cfg, cudaStr
     lc.attrs = &attr;
     lc.numAttrs = 1;
   }
+  return cudaLaunchKernelExC(&lc, e.fn, kernel_args);
+}
+
+bool is_compiled_grouped(const GemmConfig& cfg, OutDtype out) {
+  if (cfg.multicast != 1) return false;
+  if (cfg.num_stages < 0 || cfg.num_sms < 0) return false;
+  return find_grouped_entry(cfg.block_m, cfg.block_n, out) >= 0;
+}
+
+// Grouped GEMM: zero the rows no tile writes (zero_rows.cu), then the persistent kernel with the
+// GroupedScheduler, which derives the tile list from the device-side group sizes. The host knows
+// only an upper bound of the number of tiles (to cap the grid): per group at most one partial
+// M-tile more than its rows need.
+cudaError_t launch_fp8_grouped_gemm(const GroupedGemmProblem& p, const GemmConfig& cfg, cudaStream_t stream) {
+  if (!is_compiled_grouped(cfg, p.out_dtype)) return cudaErrorInvalidValue;
+  if (p.m < 0 || p.n < 0 || p.k <= 0 || p.num_groups < 0) return cudaErrorInvalidValue;
+  const long long total_rows = p.masked ? static_cast<long long>(p.num_groups) * p.m : p.m;
+  if (total_rows == 0 || p.n == 0) return cudaSuccess;  // D is empty
+  const int out_bytes = p.out_dtype == OutDtype::kBF16 ? 2 : 4;
+  if (p.k % 16 != 0 || (static_cast<long long>(p.n) * out_bytes) % 16 != 0) return cudaErrorInvalidValue;
+  // Row indices (+ a tile) and B's rows (G * N) are int32 coordinates in the kernel.
+  if (total_rows > INT_MAX - 256 || static_cast<long long>(p.num_groups) * p.n > INT_MAX) return cudaErrorInvalidValue;
+  if (p.sfa_ld < total_rows || p.sfa_ld % 4 != 0) return cudaErrorInvalidValue;
+  if (!p.d || (p.num_groups > 0 && (!p.a || !p.b || !p.sfa || !p.sfb || !p.group_sizes))) return cudaErrorInvalidValue;
+  if (!aligned(p.a, 16) || !aligned(p.b, 16) || !aligned(p.sfa, 16) || !aligned(p.d, 16) || !aligned(p.sfb, 4) ||
+      !aligned(p.group_sizes, 4))
+    return cudaErrorInvalidValue;
+
+  const int entry_idx = find_grouped_entry(cfg.block_m, cfg.block_n, p.out_dtype);
+  const KernelEntry& e = grouped_registry()[entry_idx];
+  const int num_k_blocks = (p.k + kBlockK - 1) / kBlockK;
+  const long long num_sfb_rows = (p.n + 127) / 128;
+  const long long sfb_group_stride = num_sfb_rows * num_k_blocks;
+  if (sfb_group_stride * p.num_groups > INT_MAX) return cudaErrorInvalidValue;
+
+  int dev = 0;
+  cudaError_t err = cudaGetDevice(&dev);
+  if (err != cudaSuccess) return err;
+  int device_sms = 0, smem_limit = 0;
+  err = get_device_facts(dev, &device_sms, &smem_limit);
+  if (err != cudaSuccess) return err;
+
+  const int num_stages = cfg.num_stages > 0 ? cfg.num_stages : stages_that_fit(e, smem_limit);
+  const int smem_bytes = e.smem_fixed + num_stages * e.smem_per_stage;
+  if (num_stages < 1 || smem_bytes > smem_limit) return cudaErrorInvalidValue;
+
+  // Upper bound of the tiles: contiguous sum_g cdiv(rows_g, BM) <= cdiv(M, BM) + (non-empty groups).
+  const long long num_n_blocks = (p.n + e.block_n - 1) / e.block_n;
+  const long long max_m_tiles =
+      p.masked ? static_cast<long long>(p.num_groups) * ((p.m + e.block_m - 1) / e.block_m)
+               : (p.m + e.block_m - 1) / e.block_m + std::min<long long>(p.num_groups, p.m);
+  const long long max_tiles = max_m_tiles * num_n_blocks;
+  if (max_tiles > INT_MAX / 2) return cudaErrorInvalidValue;
+
+  // Zeroing of the rows no tile writes (launched below, right before the GEMM).
+  const int zero_blocks = 4 * device_sms;
+  const long long row_bytes = static_cast<long long>(p.n) * out_bytes;
+  auto launch_zero = [&]() {
+    return p.masked ? launch_zero_rows_masked(p.d, p.num_groups, p.m, row_bytes, p.group_sizes, zero_blocks, stream)
+                    : launch_zero_rows_contiguous(p.d, p.m, row_bytes, p.group_sizes, p.num_groups, zero_blocks,
+                                                  stream);
+  };
+  if (max_tiles == 0 || p.num_groups == 0) return launch_zero();  // no tile at all: D is all zero
+
+  err = ensure_smem_attribute(g_grouped_smem_attribute_set[entry_idx][dev], e.fn, smem_limit);
+  if (err != cudaSuccess) return err;
+  int grid = cfg.num_sms > 0 ? cfg.num_sms : device_sms;
+  grid = static_cast<int>(std::min<long long>(grid, max_tiles));
+
+  CUtensorMap tmap_a, tmap_b, tmap_sfa, tmap_d;
+  {
+    TensorMap2D d;
+    d.base = p.a;
+    d.dtype = CU_TENSOR_MAP_DATA_TYPE_UINT8;  // e4m3 bytes
+    d.rows = static_cast<uint64_t>(total_rows);
+    d.cols = static_cast<uint64_t>(p.k);
+    d.row_pitch_bytes = static_cast<uint64_t>(p.k);
+    d.box_rows = static_cast<uint32_t>(e.block_m);
+    d.box_cols = kBlockK;
+    d.swizzle = CU_TENSOR_MAP_SWIZZLE_128B;
+    if (!encode_tensor_map_2d(&tmap_a, d)) return cudaErrorInvalidValue;
+  }
+  {
+    // All groups' B as one [G * N, K] tensor: a ragged last N-tile of group g reads rows of group
+    // g + 1 (or zeros past the end) into columns >= N, which are never stored.
+    TensorMap2D d;
+    d.base = p.b;
+    d.dtype = CU_TENSOR_MAP_DATA_TYPE_UINT8;
+    d.rows = static_cast<uint64_t>(p.num_groups) * static_cast<uint64_t>(p.n);
+    d.cols = static_cast<uint64_t>(p.k);
+    d.row_pitch_bytes = static_cast<uint64_t>(p.k);
+    d.box_rows = static_cast<uint32_t>(e.block_n);
+    d.box_cols = kBlockK;
+    d.swizzle = CU_TENSOR_MAP_SWIZZLE_128B;
+    if (!encode_tensor_map_2d(&tmap_b, d)) return cudaErrorInvalidValue;
+  }
+  {
+    TensorMap2D d;
+    d.base = p.sfa;
+    d.dtype = CU_TENSOR_MAP_DATA_TYPE_FLOAT32;
+    d.rows = static_cast<uint64_t>(num_k_blocks);
+    d.cols = static_cast<uint64_t>(total_rows);
+    d.row_pitch_bytes = static_cast<uint64_t>(p.sfa_ld) * 4;
+    d.box_rows = 1;
+    d.box_cols = static_cast<uint32_t>(e.block_m);
+    d.swizzle = CU_TENSOR_MAP_SWIZZLE_NONE;
+    if (!encode_tensor_map_2d(&tmap_sfa, d)) return cudaErrorInvalidValue;
+  }
+  {
+    TensorMap2D d;
+    d.base = p.d;
+    d.dtype = p.out_dtype == OutDtype::kBF16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT32;
+    d.rows = static_cast<uint64_t>(total_rows);
+    d.cols = static_cast<uint64_t>(p.n);
+    d.row_pitch_bytes = static_cast<uint64_t>(row_bytes);
+    d.box_rows = static_cast<uint32_t>(e.d_box_rows);
+    d.box_cols = static_cast<uint32_t>(e.d_box_cols);
+    d.swizzle = swizzle_for_bytes(e.d_swizzle_bytes);
+    d.l2_promotion = CU_TENSOR_MAP_L2_PROMOTION_NONE;
+    if (!encode_tensor_map_2d(&tmap_d, d)) return cudaErrorInvalidValue;
+  }
+
+  GemmKernelArgs args;
+  args.sfb = p.sfb;
+  args.n = p.n;
+  args.num_k_blocks = num_k_blocks;
+  args.num_stages = num_stages;
+  GroupedSchedulerParams sched;
+  sched.sizes = p.group_sizes;
+  sched.num_groups = p.num_groups;
+  sched.m = p.m;
+  sched.n = p.n;
+  sched.band_m = choose_band_m(grid, e.block_m, e.block_n);
+  sched.masked = p.masked ? 1 : 0;
+  sched.sfb_group_stride = static_cast<int>(sfb_group_stride);
+  RowMaskEpilogueParams epi;
+  epi.d = p.d;
+  epi.ld = p.n;
+
+  // 1. The zero kernel: ordinary stream order after the previous work.
+  err = launch_zero();
+  if (err != cudaSuccess) return err;
+
+  // 2. The GEMM.
+  void* kernel_args[] = {&tmap_a, &tmap_b, &tmap_sfa, &tmap_d, &args, &sched, &epi};
+  cudaLaunchConfig_t lc = {};
+  lc.gridDim = dim3(static_cast<unsigned>(grid), 1, 1);
+  lc.blockDim = dim3(static_cast<unsigned>(e.num_threads), 1, 1);
+  lc.dynamicSmemBytes = static_cast<size_t>(smem_bytes);
+  lc.stream = stream;
+  // Programmatic dependent launch: the GEMM's CTAs may start (barrier init, descriptor prefetch)
+  // while the zero kernel runs; the kernel's griddep_wait() orders everything after it.
+  cudaLaunchAttribute attr;
+  attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr.val.programmaticStreamSerializationAllowed = 1;
+  lc.attrs = &attr;
+  lc.numAttrs = 1;
   return cudaLaunchKernelExC(&lc, e.fn, kernel_args);
 }
 

@@ -82,4 +82,57 @@ int max_stages(int block_m, int block_n, OutDtype out);
 // m == 0 or n == 0: nothing to do, returns cudaSuccess without launching. k must be > 0.
 cudaError_t launch_fp8_gemm(const GemmProblem& p, const GemmConfig& cfg, cudaStream_t stream);
 
+// ------------------------------------------------------------------------------------------------
+// Grouped GEMMs (mixture of experts). B is [G, N, K] (group g's [N, K] at rows g*N of a [G*N, K]
+// tensor), SFB [G, cdiv(N,128), cdiv(K,128)]. Group sizes live on the device and are read by the
+// kernels only (no host synchronisation; CUDA-graph friendly).
+//
+//   contiguous (masked = false): A [M, K] rows sorted by group, D [M, N]; group g owns the next
+//       group_sizes[g] rows (jax.lax.ragged_dot semantics; negative sizes count as 0, sizes running
+//       past M are cut at M). No padding or alignment of groups. D rows past the sum are zero.
+//       SFA MN-major [cdiv(K,128)][sfa_ld], sfa_ld >= M, multiple of 4.
+//   masked (masked = true): A [G, Mmax, K] (as [G*Mmax, K]), D [G, Mmax, N]; masked_m =
+//       group_sizes[g] clamped to [0, Mmax]; D rows >= masked_m[g] of group g are zero.
+//       SFA MN-major [cdiv(K,128)][sfa_ld], sfa_ld >= G*Mmax, multiple of 4.
+//
+// A launch is two kernels on `stream`: a small one that zeroes the D rows no GEMM tile writes
+// (reading the sizes on the device), then the persistent GEMM (programmatic dependent launch: its
+// prologue overlaps the first kernel). Rows written by the two are disjoint.
+// ------------------------------------------------------------------------------------------------
+struct GroupedGemmProblem {
+  const void* a;           // e4m3, see above; K % 16 == 0
+  const void* b;           // e4m3 [G*N, K]
+  const float* sfa;        // A scales, MN-major: (row, kb) at sfa[kb * sfa_ld + row]
+  int sfa_ld;
+  const float* sfb;        // [G][cdiv(N,128)][cdiv(K,128)]
+  void* d;                 // D, OutDtype, row-major with N columns
+  OutDtype out_dtype;
+  int m;                   // contiguous: total rows M; masked: Mmax (rows per group)
+  int n, k, num_groups;
+  const int* group_sizes;  // device int32 [G]: contiguous group sizes, or masked_m
+  bool masked;             // false: contiguous layout, true: masked layout
+};
+
+// Tiles compiled for the grouped kernels (both output dtypes each; multicast must be 1):
+//   128x128  the throughput tile (as for dense: divides the 128-wide B-scale blocks, so N = 4096 /
+//            7168 have no ragged N-tile; 2 math warpgroups).
+//   64x128   small groups (rows per group <= ~96, decode-style masked layouts with a small Mmax):
+//            unpadded groups cost up to one partial M-tile each, which is half as large here.
+// The tile count is data dependent (it depends on the group sizes), so the N-tile widths that the
+// dense kernel uses against wave quantisation (112, 144, 160) buy little here and are not compiled:
+// 4 more kernels in 2 translation units (~5 s of one core).
+inline constexpr CompiledTile kCompiledGroupedTiles[] = {{128, 128}, {64, 128}};
+inline constexpr int kNumCompiledGroupedTiles =
+    static_cast<int>(sizeof(kCompiledGroupedTiles) / sizeof(kCompiledGroupedTiles[0]));
+
+// True iff (cfg.block_m, cfg.block_n) is compiled for grouped GEMMs and `out`, multicast == 1 and
+// num_stages / num_sms are not negative.
+bool is_compiled_grouped(const GemmConfig& cfg, OutDtype out);
+
+// Same contract as launch_fp8_gemm (no allocation, no host synchronisation, no stream queries, TMA
+// descriptors encoded per call, cudaErrorInvalidValue for unsupported shapes/configs: also
+// multicast != 1, G*N or G*Mmax past INT32). m == 0 or n == 0 (or masked with G == 0): nothing to
+// do. num_groups == 0 in the contiguous layout: D is all zero (group_sizes may then be null).
+cudaError_t launch_fp8_grouped_gemm(const GroupedGemmProblem& p, const GemmConfig& cfg, cudaStream_t stream);
+
 }  // namespace fp8gemm

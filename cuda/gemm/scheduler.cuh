@@ -136,8 +136,9 @@ struct DenseScheduler {
 // device; CTAs past it get none). A CTA's tile indices increase, so each CTA (each thread running a
 // scheduler) keeps a cursor (group, its first tile, its first row, its size) that only moves
 // forward: every group size is read once per thread over the whole kernel (O(G + tiles) per CTA,
-// O(1) amortised per tile), and the next group's size is prefetched into a register while the
-// current group is being worked on so that advancing costs no global-memory round trip.
+// O(1) amortised per tile). The sizes of the next 4 groups are prefetched into registers, so that
+// stepping over up to 4 groups between two tiles of a CTA (small groups: fewer tiles per group
+// than CTAs) costs no dependent global-memory round trip.
 // No clusters: multicast is not supported for grouped layouts (peer_active = multicast_b = false).
 struct GroupedSchedulerParams {
   const int* sizes;      // device int32 [num_groups]: contiguous group sizes, or masked_m
@@ -162,24 +163,34 @@ struct GroupedScheduler {
   int group_row;         // first row of the group (in A / SFA / D)
   int group_rows;        // clamped number of rows of the group
   int group_m_blocks;    // cdiv(group_rows, BLOCK_M)
-  int next_raw_size;     // sizes[group + 1] as stored (prefetched), 0 past the end
+  int ahead0, ahead1, ahead2, ahead3;  // sizes[group + 1 .. group + 4] as stored (0 past the end)
 
   __device__ __forceinline__ GroupedScheduler(const Params& params, uint32_t /*cluster_size*/) : p(params) {
     num_n_blocks = (params.n + BLOCK_N - 1) / BLOCK_N;
     next_tile = static_cast<int>(blockIdx.x);
     stride = static_cast<int>(gridDim.x);
     group_first_tile = 0;
-    enter(0, 0, params.num_groups > 0 ? __ldg(params.sizes) : 0);
+    const int first = load_size(0);
+    ahead0 = load_size(1), ahead1 = load_size(2), ahead2 = load_size(3), ahead3 = load_size(4);
+    enter(0, 0, first);
   }
 
-  // Makes group g (starting at `row`, raw size `raw_size`) current and prefetches sizes[g + 1].
+  __device__ __forceinline__ int load_size(int g) const { return g < p.num_groups ? __ldg(p.sizes + g) : 0; }
+
+  // Makes group g (starting at `row`, stored size `raw_size`) current.
   __device__ __forceinline__ void enter(int g, int row, int raw_size) {
     group = g;
     group_row = row;
     const int limit = p.masked ? p.m : p.m - row;  // rows the group may have (contiguous: up to M)
     group_rows = min(max(raw_size, 0), limit);
     group_m_blocks = (group_rows + BLOCK_M - 1) / BLOCK_M;
-    next_raw_size = (g + 1 < p.num_groups) ? __ldg(p.sizes + g + 1) : 0;
+  }
+
+  __device__ __forceinline__ void advance_group() {
+    const int raw = ahead0;
+    ahead0 = ahead1, ahead1 = ahead2, ahead2 = ahead3;
+    ahead3 = load_size(group + 5);
+    enter(group + 1, p.masked ? group_row + p.m : group_row + group_rows, raw);
   }
 
   __device__ __forceinline__ bool next(TileInfo& t) {
@@ -191,7 +202,7 @@ struct GroupedScheduler {
       const int group_tiles = group_m_blocks * num_n_blocks;
       if (tile - group_first_tile < group_tiles) break;
       group_first_tile += group_tiles;
-      enter(group + 1, p.masked ? group_row + p.m : group_row + group_rows, next_raw_size);
+      advance_group();
     }
     next_tile += stride;
 
