@@ -269,7 +269,7 @@ cudaError_t launch_fp8_gemm(const GemmProblem& p, const GemmConfig& cfg, cudaStr
     if (!encode_tensor_map_2d(&tmap_b, d)) return cudaErrorInvalidValue;
   }
   {
-    // SFA viewed as [num_k_blocks rows][M cols] with row pitch sfa_ld floats; box = BLOCK_M x 1.
+    // SFA viewed as [num_k_blocks rows][M cols] with row pitch sfa_ld floats; box = (BLOCK_M + 4) x 1.
     TensorMap2D d;
     d.base = p.sfa;
     d.dtype = CU_TENSOR_MAP_DATA_TYPE_FLOAT32;
@@ -277,7 +277,7 @@ cudaError_t launch_fp8_gemm(const GemmProblem& p, const GemmConfig& cfg, cudaStr
     d.cols = static_cast<uint64_t>(p.m);
     d.row_pitch_bytes = static_cast<uint64_t>(p.sfa_ld) * 4;
     d.box_rows = 1;
-    d.box_cols = static_cast<uint32_t>(e.block_m);
+    d.box_cols = static_cast<uint32_t>(e.block_m + 4);  // kSfaBoxRows: aligned start, see kernel
     d.swizzle = CU_TENSOR_MAP_SWIZZLE_NONE;
     if (!encode_tensor_map_2d(&tmap_sfa, d)) return cudaErrorInvalidValue;
   }
@@ -425,7 +425,7 @@ cudaError_t launch_fp8_grouped_gemm(const GroupedGemmProblem& p, const GemmConfi
     d.cols = static_cast<uint64_t>(total_rows);
     d.row_pitch_bytes = static_cast<uint64_t>(p.sfa_ld) * 4;
     d.box_rows = 1;
-    d.box_cols = static_cast<uint32_t>(e.block_m);
+    d.box_cols = static_cast<uint32_t>(e.block_m + 4);  // kSfaBoxRows: aligned start, see kernel
     d.swizzle = CU_TENSOR_MAP_SWIZZLE_NONE;
     if (!encode_tensor_map_2d(&tmap_sfa, d)) return cudaErrorInvalidValue;
   }

@@ -72,7 +72,7 @@ bool is_compiled(const GemmConfig& cfg, OutDtype out);
 // Largest number of pipeline stages whose shared memory fits 227 KB (232448 bytes, the sm90
 // per-block opt-in maximum); 0 if the tile is not compiled. Shared memory needed by a config:
 //   smem(stages) = epilogue(block_m * block_n * sizeof(out), rounded up to 1 KB)
-//                + stages * (block_m * 128 + block_n * 128 + round_up(block_m * 4, 128) + 16)
+//                + stages * (block_m * 128 + block_n * 128 + round_up((block_m + 4) * 4, 128) + 16)
 int max_stages(int block_m, int block_n, OutDtype out);
 
 // Launches on `stream`. No allocation, no host synchronisation, no stream queries (this is called

@@ -83,11 +83,15 @@ struct GemmTraits {
   static constexpr int kSmemA = BLOCK_M * kBlockK;  // bytes per stage (1 byte per e4m3)
   static constexpr int kSmemB = BLOCK_N * kBlockK;
   static constexpr int kSmemAB = kSmemA + kSmemB;
-  static constexpr int kSmemSFA = ((BLOCK_M * 4 + 127) / 128) * 128;
+  // SFA is loaded as BLOCK_M + 4 floats starting at row_start rounded down to a multiple of 4: a
+  // TMA box must start 16-byte aligned along its inner (here: M) dimension, and grouped tiles
+  // start at any row. The consumers skip the (row_start % 4) leading floats.
+  static constexpr int kSfaBoxRows = BLOCK_M + 4;
+  static constexpr int kSmemSFA = ((kSfaBoxRows * 4 + 127) / 128) * 128;
   static constexpr int kSmemD = Epilogue::kSmemBytes;
   static constexpr int kSmemBarriers = 2 * 8;  // full + empty mbarrier per stage
   static constexpr int kSmemPerStage = kSmemAB + kSmemSFA + kSmemBarriers;
-  static constexpr uint32_t kTxBytesPerStage = kSmemA + kSmemB + BLOCK_M * 4;
+  static constexpr uint32_t kTxBytesPerStage = kSmemA + kSmemB + kSfaBoxRows * 4;
   static_assert(kSmemA % 1024 == 0 && kSmemB % 1024 == 0 && kSmemD % 1024 == 0,
                 "128B-swizzled tiles must stay 1024-byte aligned");
 
@@ -231,7 +235,8 @@ __global__ void __launch_bounds__(GemmTraits<BLOCK_M, BLOCK_N, Epilogue>::kNumTh
           // always delivers full boxes, zero-filled at the edges).
           ptx::mbar_arrive_expect_tx(bar, Traits::kTxBytesPerStage);
           ptx::tma_load_2d(&tmap_a, bar, smem_a_stage, kb * kBlockK, tile.row_start);
-          ptx::tma_load_2d(&tmap_sfa, bar, smem_sfa + stage * (Traits::kSmemSFA / 4), tile.row_start, kb);
+          ptx::tma_load_2d(&tmap_sfa, bar, smem_sfa + stage * (Traits::kSmemSFA / 4),
+                           tile.row_start & ~3, kb);
           if (!tile.multicast_b) {
             ptx::tma_load_2d(&tmap_b, bar, smem_b_stage, kb * kBlockK, tile.b_row);
           } else if (cta_rank == 0) {
@@ -290,7 +295,7 @@ __global__ void __launch_bounds__(GemmTraits<BLOCK_M, BLOCK_N, Epilogue>::kNumTh
     };
     // A scales of this thread's two rows in `stage` (read before the stage is released).
     auto load_sfa = [&](uint32_t st, float& r0, float& r1) {
-      const float* sfa_stage = smem_sfa + st * (Traits::kSmemSFA / 4) + wg * 64;
+      const float* sfa_stage = smem_sfa + st * (Traits::kSmemSFA / 4) + (tile.row_start & 3) + wg * 64;
       r0 = ptx::ld_shared_f32(sfa_stage + row_in_wg);
       r1 = ptx::ld_shared_f32(sfa_stage + row_in_wg + 8);
     };
