@@ -240,5 +240,31 @@ def _time_torch_grouped(torch, sizes, n, k, reps):
     return time_torch(lambda a, b: torch._grouped_mm(a, b, offs=offs), sets)
 
 
-SUITES = {"quantize": quantize_suite, "gemm": gemm_suite, "gemm-sweep": gemm_sweep_suite,
+TRAIN_SHAPES = [(8192, 8192, 8192), (8192, 4096, 14336), (8192, 14336, 4096)]  # tokens, K, N
+
+
+def train_suite(progress: Progress) -> Iterator[dict]:
+    """Forward + backward of one linear layer, quantization included: fg.fp8_dot against the bf16
+    dot of the same shapes (3 GEMMs each: forward, dgrad, wgrad)."""
+    for m, k, n in TRAIN_SHAPES:
+        flops = 3 * 2.0 * m * n * k / 1e12
+        keys = jax.random.split(jax.random.key(5), 6)
+        sets = [(_randn(keys[3 * i], (m, k), jnp.bfloat16),
+                 _randn(keys[3 * i + 1], (k, n), jnp.bfloat16),
+                 _randn(keys[3 * i + 2], (m, n), jnp.bfloat16)) for i in range(2)]
+
+        def fwd_bwd(dot):
+            def run(x, w, dy):
+                y, vjp = jax.vjp(dot, x, w)
+                return y, *vjp(dy.astype(y.dtype))
+            return run
+
+        res: dict = {}
+        _measure(res, "ours (fp8_dot)", progress, lambda: time_jax(fwd_bwd(fg.fp8_dot), sets), flops)
+        _measure(res, "XLA bf16 dot", progress, lambda: time_jax(fwd_bwd(jnp.dot), sets), flops)
+        yield {"suite": "train", "case": f"fwd+bwd tokens{m} K{k} N{n}", "metric": "TFLOP/s",
+               "ours": "ours (fp8_dot)", "results": res}
+
+
+SUITES = {"quantize": quantize_suite, "train": train_suite, "gemm": gemm_suite, "gemm-sweep": gemm_sweep_suite,
           "grouped": grouped_suite}
