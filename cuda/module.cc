@@ -12,6 +12,8 @@ extern "C" XLA_FFI_Error* kQuantizeBlockwise(XLA_FFI_CallFrame*);
 extern "C" XLA_FFI_Error* kFp8Gemm(XLA_FFI_CallFrame*);
 extern "C" XLA_FFI_Error* kFp8GroupedGemm(XLA_FFI_CallFrame*);
 extern "C" XLA_FFI_Error* kFp8GroupedGemmMasked(XLA_FFI_CallFrame*);
+extern "C" XLA_FFI_Error* kFp8GemmWgrad(XLA_FFI_CallFrame*);
+extern "C" XLA_FFI_Error* kFp8GroupedGemmWgrad(XLA_FFI_CallFrame*);
 }  // namespace fp8gemm
 
 namespace {
@@ -29,6 +31,8 @@ NB_MODULE(_cuda, m) {
     d["fp8gemm_gemm"] = capsule(fp8gemm::kFp8Gemm);
     d["fp8gemm_grouped_gemm"] = capsule(fp8gemm::kFp8GroupedGemm);
     d["fp8gemm_grouped_gemm_masked"] = capsule(fp8gemm::kFp8GroupedGemmMasked);
+    d["fp8gemm_gemm_wgrad"] = capsule(fp8gemm::kFp8GemmWgrad);
+    d["fp8gemm_grouped_gemm_wgrad"] = capsule(fp8gemm::kFp8GroupedGemmWgrad);
     return d;
   });
 }

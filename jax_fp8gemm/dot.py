@@ -8,6 +8,11 @@
 Scales are computed per block on the fly: no state to thread through a training loop. Axes the
 kernels need in multiples of 16 (K forward, N in dgrad, tokens in wgrad) are zero-padded here,
 which changes no result.
+
+Sharding: forward and backward are built from the sharded primitives, so a data-parallel (M),
+tensor-parallel (N or K) or expert-parallel (G) layout stays sharded through the backward pass
+(the weight gradient contracts the sharded token axis and is psummed). Inside shard_map the
+cotangents are typed like their primals (_like_primal).
 """
 
 from __future__ import annotations
@@ -31,6 +36,33 @@ def _pad_to(x, axis, multiple=_ALIGN):
     pad = [(0, 0)] * x.ndim
     pad[axis] = (0, extra)
     return jnp.pad(x, pad)
+
+
+def _varying(x) -> frozenset:
+    mat = getattr(jax.typeof(x), "manual_axis_type", None)
+    return frozenset(getattr(mat, "varying", ()) or ())
+
+
+def _like_primal(ct, primal):
+    """Types a cotangent like its primal, as custom_vjp requires.
+
+    On a mesh with Explicit axes the cotangent takes the primal's sharding (the gradient keeps the
+    layout of its parameter). Inside shard_map (check_vma), it must vary over exactly the manual
+    axes its primal varies over: it is summed over the axes only it varies over (the transpose of
+    using an invariant operand, e.g. replicated weights, with varying data) and marked varying
+    over the axes only the primal varies over. Elsewhere this is the identity."""
+    sharding = jax.typeof(primal).sharding
+    if (getattr(sharding.mesh, "_any_axis_explicit", False)
+            and jax.typeof(ct).sharding.spec != sharding.spec):
+        ct = jax.sharding.reshard(ct, sharding)
+    ct_axes, primal_axes = _varying(ct), _varying(primal)
+    extra = tuple(a for a in ct_axes if a not in primal_axes)
+    if extra:
+        ct = jax.lax.psum(ct, extra)
+    missing = tuple(a for a in primal_axes if a not in ct_axes)
+    if missing:
+        ct = jax.lax.pcast(ct, missing, to="varying")
+    return ct
 
 
 def _out_dtype(*xs):
@@ -77,7 +109,8 @@ def _fp8_dot_bwd(res, dy):
     dx = _fp8_matmul_nt(dy2, w, jnp.float32)[:, : x.shape[-1]]
     # wgrad: x.T [K, M] @ dy.T [N, M].T, both grouped along the token axis M.
     dw = _wgrad(x2.T, dy2.T)
-    return dx.reshape(x.shape).astype(x.dtype), dw.astype(w.dtype)
+    dx = _like_primal(dx.reshape(x.shape), x)
+    return dx.astype(x.dtype), _like_primal(dw, w).astype(w.dtype)
 
 
 fp8_dot.defvjp(_fp8_dot_fwd, _fp8_dot_bwd)
@@ -143,6 +176,7 @@ def _ragged_bwd(res, dy):
     da, da_s = quantize_rowwise(_pad_to(dy.T, -1))
     drhs = grouped_gemm_wgrad(la, la_s, da, da_s, group_sizes)
     no_grad = np.zeros(group_sizes.shape, dtype=jax.dtypes.float0)  # integer input
+    dlhs, drhs = _like_primal(dlhs, lhs), _like_primal(drhs, rhs)
     return dlhs.astype(lhs.dtype), drhs.astype(rhs.dtype), no_grad
 
 

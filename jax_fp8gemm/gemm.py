@@ -3,6 +3,11 @@
 a [M, K] e4m3 with 1x128 scales a_s [M, cdiv(K,128)]; b [N, K] e4m3 with 128x128 scales
 b_s [cdiv(N,128), cdiv(K,128)]. On Hopper the sm_90a kernel (cuda/gemm/) runs with a configuration
 chosen here per static shape (gemm_config.py); elsewhere the jnp reference does.
+
+Sharding (the rule sits with the primitive below): M of `a` and N of `b` shard with no
+communication; a sharded K is computed per shard in FP32 and `psum`med, then cast to out_dtype.
+The scales follow their operands: a_s [M, Kb] shards like a; b_s [Nb, Kb] like b. N and K shard
+only at a multiple of 128 per shard (whole scale blocks); otherwise they are replicated.
 """
 
 from __future__ import annotations
@@ -12,7 +17,8 @@ import jax.numpy as jnp
 import numpy as np
 from jax.core import ShapedArray
 
-from . import _checks, _kernels, _primitive, gemm_config, reference
+from . import _checks, _kernels, _primitive, _sharding, gemm_config, reference
+from ._sharding import Plan, spec
 from .reference import GROUP, cdiv
 
 _OP = "gemm"
@@ -85,10 +91,42 @@ def _batch(prim, args, dims, *, out_dtype):
     return grouped_gemm_masked(a, a_s, b, b_s, masked_m, out_dtype=out_dtype), 0
 
 
+def reduce_k(out, k_axes, out_dtype):
+    """Sum per-shard FP32 partial products over the mesh axes that shard K (shared by the
+    grouped ops)."""
+    if not k_axes:
+        return out
+    return jax.lax.psum(out, k_axes).astype(out_dtype)
+
+
+def _rule(a, a_s, b, b_s, *, out_dtype):
+    r = _sharding.Rule()
+    k, kb = r.blocked("k", a.shape[1])
+    n, nb = r.blocked("n", b.shape[0])
+    r.reduce(kb)
+    return r.build([["m", k], ["m", kb], [n, k], [nb, kb]], [["m", n]])
+
+
+def _plan(layout, a, a_s, b, b_s, *, out_dtype):
+    (m_size, k_size), n_size = a.shape, b.shape[0]
+    m = layout.take(0, 0, m_size)
+    n = layout.take(2, 0, n_size, GROUP)
+    k = layout.first((0, 1, k_size, GROUP), (2, 1, k_size, GROUP))
+
+    def local(run, a, a_s, b, b_s):
+        if not k:
+            return run(a, a_s, b, b_s)
+        return reduce_k(run(a, a_s, b, b_s, out_dtype=np.dtype(np.float32)), k, out_dtype)
+
+    return Plan(in_specs=(spec(m, k), spec(m, k), spec(n, k), spec(n, k)),
+                out_specs=(spec(m, n),), local=local)
+
+
 gemm_p = _primitive.define(
     _OP, abstract_eval=_abstract,
     reference=lambda a, a_s, b, b_s, *, out_dtype: reference.gemm(a, a_s, b, b_s, out_dtype),
-    kernel=_kernel, use_kernel=_use_kernel, batching_rule=_batch)
+    kernel=_kernel, use_kernel=_use_kernel, batching_rule=_batch,
+    partition=_sharding.Partition(_rule, _plan))
 
 
 def gemm(a: jax.Array, a_s: jax.Array, b: jax.Array, b_s: jax.Array, *,

@@ -96,3 +96,38 @@ def pick_grouped(m: int, n: int, k: int, g: int, num_sms: int, *, masked: bool =
             best = (key, bm, bn)
     _, bm, bn = best
     return GemmConfig(block_m=bm, block_n=bn, num_stages=0, num_sms=int(num_sms), multicast=1)
+
+
+# (block_m, block_n) pairs compiled for the weight-gradient kernels (dense and k-grouped, f32
+# output, multicast 1): kCompiledWgradTiles in cuda/gemm/fp8_gemm.h.
+COMPILED_WGRAD_TILES = ((128, 128), (128, 112), (64, 128))
+
+
+def pick_wgrad(m: int, n: int, t: int, num_sms: int, *, g: int = 1,
+               k_grouped: bool = False) -> GemmConfig:
+    """The configuration of a weight-gradient GEMM (out [g, m, n], contracted over t tokens;
+    g groups with k_grouped, else the dense kernel and g = 1).
+
+    Same wave-and-tile cost model as `pick` over the wgrad tiles (every group has the same output
+    tile grid; the tokens only scale the work per tile). The dense kernel runs the deferred
+    promotion loop on every tile; the k-grouped one only on 128x112 (128x128 and 64x128 take the
+    serial loop there: GemmTraits::kExtraRegisters), charged as in `pick`.
+    """
+    del t
+    g = max(int(g), 1)
+    best = None
+    for bm, bn in COMPILED_WGRAD_TILES:
+        if m <= 64 and bm > 64:
+            continue
+        if m > 64 and bm == 64:
+            continue  # one math warpgroup: only for small M
+        waves = cdiv(g * cdiv(m, bm) * cdiv(n, bn), num_sms)
+        cost = waves * (bm * bn + 64 * (bm + bn))
+        deferred = not k_grouped or (bm, bn) == (128, 112)
+        if not deferred:
+            cost *= 1.15
+        key = (cost, -bm * bn)
+        if best is None or key < best[0]:
+            best = (key, bm, bn)
+    _, bm, bn = best
+    return GemmConfig(block_m=bm, block_n=bn, num_stages=0, num_sms=int(num_sms), multicast=1)

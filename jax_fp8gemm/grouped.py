@@ -7,6 +7,13 @@ Traced sizes are clamped (negative -> 0, past M / Mmax -> cut), never read out o
 On Hopper both run the sm_90a grouped kernel (cuda/gemm/: GroupedScheduler, one launch, the
 schedule derived on the device from the sizes; no host synchronisation) with a configuration
 chosen here per static shape (gemm_config.pick_grouped); elsewhere the jnp reference does.
+
+Sharding (rules next to the primitives): experts shard along G. Masked layout: G, Mmax and N shard
+with no communication. Contiguous layout: a shard owning experts [g0, g0 + Gl) computes the rows
+of those experts (found from group_sizes, which stays replicated) and the shards' outputs are
+summed (each row is non-zero on one shard only); M of `a` shards with no communication (each shard
+cuts the groups to its row window); N of `b` too. A sharded K is reduced in FP32 as in gemm, and
+the scales follow their operands (N, K shard at multiples of 128 per shard only).
 """
 
 from __future__ import annotations
@@ -16,9 +23,10 @@ import jax.numpy as jnp
 import numpy as np
 from jax.core import ShapedArray
 
-from . import _checks, _kernels, _primitive, gemm_config, reference
-from .gemm import check_operands, mn_major_scales
-from .reference import cdiv
+from . import _checks, _kernels, _primitive, _sharding, gemm_config, reference
+from ._sharding import Plan, spec
+from .gemm import check_operands, mn_major_scales, reduce_k
+from .reference import GROUP, cdiv
 
 _INT32_MAX = 2**31 - 1
 
@@ -101,19 +109,96 @@ def _masked_use_kernel(a, a_s, b, b_s, masked_m, *, out_dtype):
     return _kernel_takes("grouped_gemm_masked", g * mmax, g, n, k, out_dtype)
 
 
+def _rule(a, a_s, b, b_s, sizes, *, masked):
+    r = _sharding.Rule()
+    k, kb = r.blocked("k", a.shape[-1])
+    n, nb = r.blocked("n", b.shape[1])
+    r.reduce(kb)
+    if masked:
+        return r.build([["g", "m", k], ["g", "m", kb], ["g", n, k], ["g", nb, kb], ["g"]],
+                       [["g", "m", n]])
+    r.reduce("g")
+    return r.build([["m", k], ["m", kb], ["g", n, k], ["g", nb, kb], [r.fixed("s")]], [["m", n]])
+
+
+def _contiguous_rule(a, a_s, b, b_s, group_sizes, *, out_dtype):
+    return _rule(a, a_s, b, b_s, group_sizes, masked=False)
+
+
+def _contiguous_plan(layout, a, a_s, b, b_s, group_sizes, *, out_dtype):
+    (m_size, k_size), (g_size, n_size, _) = a.shape, b.shape
+    g = layout.first((2, 0, g_size), (3, 0, g_size))  # experts first: keep the weights local
+    m = layout.take(0, 0, m_size)
+    n = layout.take(2, 1, n_size, GROUP)
+    k = layout.first((0, 1, k_size, GROUP), (2, 2, k_size, GROUP))
+    g_local = g_size // layout.count(g)
+
+    def local(run, a, a_s, b, b_s, sizes):
+        fp32 = {"out_dtype": np.dtype(np.float32)} if k else {}
+        if not g and not m:
+            return reduce_k(run(a, a_s, b, b_s, sizes, **fp32), k, out_dtype)
+        m_local = a.shape[0]
+        clamped = reference.clamp_group_sizes(sizes, m_size)
+        ends = jnp.cumsum(clamped)
+        starts = ends - clamped
+        r0 = _sharding.shard_index(m) * m_local
+        clip = lambda v: jnp.clip(v - r0, 0, m_local)
+        local_sizes = (clip(ends) - clip(starts)).astype(jnp.int32)  # rows of each group here
+        if not g:
+            return reduce_k(run(a, a_s, b, b_s, local_sizes, **fp32), k, out_dtype)
+        # Rows of this shard's experts start at `off`: rotate them to the front, run the local
+        # experts, rotate back (rows of other experts come out zero), sum over the expert axes.
+        g0 = _sharding.shard_index(g) * g_local
+        mine = jax.lax.dynamic_slice_in_dim(local_sizes, g0, g_local)
+        off = clip(jax.lax.dynamic_index_in_dim(starts, g0, keepdims=False))
+        a, a_s = jnp.roll(a, -off, axis=0), jnp.roll(a_s, -off, axis=0)
+        out = jnp.roll(run(a, a_s, b, b_s, mine, **fp32), off, axis=0)
+        return reduce_k(out, g + k, out_dtype)
+
+    return Plan(in_specs=(spec(m, k), spec(m, k), spec(g, n, k), spec(g, n, k), spec(())),
+                out_specs=(spec(m, n),), local=local)
+
+
+def _masked_rule(a, a_s, b, b_s, masked_m, *, out_dtype):
+    return _rule(a, a_s, b, b_s, masked_m, masked=True)
+
+
+def _masked_plan(layout, a, a_s, b, b_s, masked_m, *, out_dtype):
+    (g_size, m_size, k_size), n_size = a.shape, b.shape[1]
+    g = layout.first((0, 0, g_size), (2, 0, g_size), (4, 0, g_size))
+    m = layout.take(0, 1, m_size)
+    n = layout.take(2, 1, n_size, GROUP)
+    k = layout.first((0, 2, k_size, GROUP), (2, 2, k_size, GROUP))
+
+    def local(run, a, a_s, b, b_s, masked_m):
+        if m:  # this shard's rows [r0, r0 + Mlocal) of every group
+            m_local = a.shape[1]
+            r0 = _sharding.shard_index(m) * m_local
+            masked_m = jnp.clip(masked_m - r0, 0, m_local).astype(jnp.int32)
+        if not k:
+            return run(a, a_s, b, b_s, masked_m)
+        return reduce_k(run(a, a_s, b, b_s, masked_m, out_dtype=np.dtype(np.float32)), k,
+                        out_dtype)
+
+    return Plan(in_specs=(spec(g, m, k), spec(g, m, k), spec(g, n, k), spec(g, n, k), spec(g)),
+                out_specs=(spec(g, m, n),), local=local)
+
+
 grouped_gemm_p = _primitive.define(
     "grouped_gemm", abstract_eval=_contiguous_abstract,
     reference=lambda a, a_s, b, b_s, gs, *, out_dtype: reference.grouped_gemm(
         a, a_s, b, b_s, gs, out_dtype),
     kernel=_contiguous_kernel, use_kernel=_contiguous_use_kernel,
-    batching_rule=_primitive.batch_by_loop)
+    batching_rule=_primitive.batch_by_loop,
+    partition=_sharding.Partition(_contiguous_rule, _contiguous_plan))
 
 grouped_gemm_masked_p = _primitive.define(
     "grouped_gemm_masked", abstract_eval=_masked_abstract,
     reference=lambda a, a_s, b, b_s, mm, *, out_dtype: reference.grouped_gemm_masked(
         a, a_s, b, b_s, mm, out_dtype),
     kernel=_masked_kernel, use_kernel=_masked_use_kernel,
-    batching_rule=_primitive.batch_by_loop)
+    batching_rule=_primitive.batch_by_loop,
+    partition=_sharding.Partition(_masked_rule, _masked_plan))
 
 
 def grouped_gemm(a: jax.Array, a_s: jax.Array, b: jax.Array, b_s: jax.Array,

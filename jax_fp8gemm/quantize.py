@@ -1,7 +1,11 @@
 """Quantization ops: 1x128 row-wise (activations) and 128x128 blockwise (weights), and inverses.
 
 Each primitive keeps its rules together: abstract eval (the argument checks), the CUDA kernel
-lowering (cuda/quantize/), the reference lowering (reference.py) and batching.
+lowering (cuda/quantize/), the reference lowering (reference.py), batching and sharding.
+
+Sharding: leading axes shard freely; the grouped axes (K for 1x128, N and K for 128x128) only where
+every shard holds whole 128-wide groups (a multiple of 128 elements per shard), and the scales
+shard with them. Otherwise the grouped axis is replicated. No communication either way.
 """
 
 from __future__ import annotations
@@ -10,8 +14,63 @@ import jax
 import jax.numpy as jnp
 from jax.core import ShapedArray
 
-from . import _checks, _primitive, reference
-from .reference import FP8
+from . import _checks, _primitive, _sharding, reference
+from ._sharding import Plan, spec
+from .reference import FP8, GROUP
+
+
+# ---------------------------------------------------------------- sharding rules
+def _rowwise_factors(shape):
+    r = _sharding.Rule()
+    lead = _sharding.leading("l", len(shape) - 1)
+    k, kb = r.blocked("k", shape[-1])
+    return r, lead + [k], lead + [kb]
+
+
+def _blockwise_factors(shape):
+    r = _sharding.Rule()
+    lead = _sharding.leading("l", len(shape) - 2)
+    n, nb = r.blocked("n", shape[-2])
+    k, kb = r.blocked("k", shape[-1])
+    return r, lead + [n, k], lead + [nb, kb]
+
+
+def _rowwise_specs(layout, shape):
+    """(data spec, scale spec) for data [..., K]: leading axes as proposed, K in whole groups."""
+    dims = [layout.take(0, d, shape[d]) for d in range(len(shape) - 1)]
+    dims.append(layout.take(0, len(shape) - 1, shape[-1], GROUP))
+    return spec(*dims), spec(*dims)
+
+
+def _blockwise_specs(layout, shape):
+    dims = [layout.take(0, d, shape[d]) for d in range(len(shape) - 2)]
+    dims.append(layout.take(0, len(shape) - 2, shape[-2], GROUP))
+    dims.append(layout.take(0, len(shape) - 1, shape[-1], GROUP))
+    return spec(*dims), spec(*dims)
+
+
+def _quantize_partition(factors, specs):
+    def rule(x, **_):
+        r, data, scales = factors(x.shape)
+        return r.build([data], [data, scales])
+
+    def plan(layout, x, **_):
+        data, scales = specs(layout, x.shape)
+        return Plan(in_specs=(data,), out_specs=(data, scales), local=lambda run, x: run(x))
+
+    return _sharding.Partition(rule, plan)
+
+
+def _dequantize_partition(factors, specs):
+    def rule(q, s):
+        r, data, scales = factors(q.shape)
+        return r.build([data, scales], [data])
+
+    def plan(layout, q, s):
+        data, scales = specs(layout, q.shape)
+        return Plan(in_specs=(data, scales), out_specs=(data,), local=lambda run, q, s: run(q, s))
+
+    return _sharding.Partition(rule, plan)
 
 
 # ---------------------------------------------------------------- quantize_rowwise (1x128)
@@ -32,7 +91,8 @@ def _rowwise_kernel(x, *, pow2_scale):
 quantize_rowwise_p = _primitive.define(
     "quantize_rowwise", abstract_eval=_rowwise_abstract,
     reference=lambda x, *, pow2_scale: reference.quantize_rowwise(x, pow2_scale),
-    kernel=_rowwise_kernel, batching_rule=_primitive.batch_leading_axes, multiple_results=True)
+    kernel=_rowwise_kernel, batching_rule=_primitive.batch_leading_axes, multiple_results=True,
+    partition=_quantize_partition(_rowwise_factors, _rowwise_specs))
 
 
 def quantize_rowwise(x: jax.Array, *, pow2_scale: bool = False) -> tuple[jax.Array, jax.Array]:
@@ -65,7 +125,8 @@ def _blockwise_kernel(w, *, pow2_scale):
 quantize_blockwise_p = _primitive.define(
     "quantize_blockwise", abstract_eval=_blockwise_abstract,
     reference=lambda w, *, pow2_scale: reference.quantize_blockwise(w, pow2_scale),
-    kernel=_blockwise_kernel, batching_rule=_primitive.batch_leading_axes, multiple_results=True)
+    kernel=_blockwise_kernel, batching_rule=_primitive.batch_leading_axes, multiple_results=True,
+    partition=_quantize_partition(_blockwise_factors, _blockwise_specs))
 
 
 def quantize_blockwise(w: jax.Array, *, pow2_scale: bool = False) -> tuple[jax.Array, jax.Array]:
@@ -96,10 +157,12 @@ def _dequant_blockwise_abstract(q, s):
 
 dequantize_rowwise_p = _primitive.define(
     "dequantize_rowwise", abstract_eval=_dequant_rowwise_abstract,
-    reference=reference.dequantize_rowwise, batching_rule=_primitive.batch_leading_axes)
+    reference=reference.dequantize_rowwise, batching_rule=_primitive.batch_leading_axes,
+    partition=_dequantize_partition(_rowwise_factors, _rowwise_specs))
 dequantize_blockwise_p = _primitive.define(
     "dequantize_blockwise", abstract_eval=_dequant_blockwise_abstract,
-    reference=reference.dequantize_blockwise, batching_rule=_primitive.batch_leading_axes)
+    reference=reference.dequantize_blockwise, batching_rule=_primitive.batch_leading_axes,
+    partition=_dequantize_partition(_blockwise_factors, _blockwise_specs))
 
 
 def dequantize_rowwise(q: jax.Array, s: jax.Array) -> jax.Array:

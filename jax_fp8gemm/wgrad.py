@@ -1,7 +1,14 @@
 """Weight-gradient GEMMs: both operands quantized 1x128 along the token axis (the contracted one),
 FP32 output. `gemm_wgrad` for dense layers, `grouped_gemm_wgrad` (k-grouped: one contraction per
-group of consecutive tokens) for ragged_dot's weight gradient. They run on the jnp reference until
-the wgrad kernels land.
+group of consecutive tokens) for ragged_dot's weight gradient. On Hopper both run the sm_90a wgrad
+kernels (cuda/gemm/fp8_gemm_wgrad.cuh: per-row B scales, FP32 output; the k-grouped one gets the
+tokens laid out on whole 128-token blocks per group, see _blocks_per_group); elsewhere the jnp
+reference does.
+
+Sharding (rules next to each primitive): M and N shard freely (their scales are per row); the
+token axis T is contracted, shards at a multiple of 128 tokens per shard (whole scale groups), and
+its per-shard FP32 partial products are `psum`med. The k-grouped op's output shards along G too:
+each shard computes only its own groups' tokens, at most 127 extra tokens (see _grouped_plan).
 """
 
 from __future__ import annotations
@@ -11,7 +18,12 @@ import jax.numpy as jnp
 import numpy as np
 from jax.core import ShapedArray
 
-from . import _checks, _primitive, reference
+from . import _checks, _kernels, _primitive, _sharding, gemm_config, reference
+from ._sharding import Plan, spec
+from .gemm import mn_major_scales, reduce_k
+from .reference import GROUP, cdiv
+
+_INT32_MAX = 2**31 - 1
 
 
 def _operands(op, a, a_s, b, b_s):
@@ -39,16 +51,192 @@ def _grouped_abstract(a, a_s, b, b_s, group_sizes, *, out_dtype):
                        _checks.out_dtype(op, out_dtype))
 
 
+def _operand_factors(r, t_size):
+    t, tb = r.blocked("t", t_size)
+    r.reduce(tb)
+    return [["m", t], ["m", tb], ["n", t], ["n", tb]]
+
+
+def _dense_rule(a, a_s, b, b_s, *, out_dtype):
+    r = _sharding.Rule()
+    return r.build(_operand_factors(r, a.shape[1]), [["m", "n"]])
+
+
+def _take_mnt(layout, a, b):
+    m = layout.first((0, 0, a.shape[0]), (1, 0, a.shape[0]))
+    n = layout.first((2, 0, b.shape[0]), (3, 0, b.shape[0]))
+    t = layout.first((0, 1, a.shape[1], GROUP), (2, 1, a.shape[1], GROUP))
+    return m, n, t
+
+
+def _dense_plan(layout, a, a_s, b, b_s, *, out_dtype):
+    m, n, t = _take_mnt(layout, a, b)
+
+    def local(run, a, a_s, b, b_s):
+        if not t:
+            return run(a, a_s, b, b_s)
+        return reduce_k(run(a, a_s, b, b_s, out_dtype=np.dtype(np.float32)), t, out_dtype)
+
+    return Plan(in_specs=(spec(m, t), spec(m, t), spec(n, t), spec(n, t)),
+                out_specs=(spec(m, n),), local=local)
+
+
+def _wgrad_attributes(config: gemm_config.GemmConfig) -> dict[str, int]:
+    return {"block_m": config.block_m, "block_n": config.block_n,
+            "num_stages": config.num_stages, "num_sms": config.num_sms}
+
+
+def gemm_wgrad_kernel_call(a, a_s, b, b_s, config: gemm_config.GemmConfig):
+    """The dense wgrad FFI call with an explicit configuration: FP32 [M, N]."""
+    out = jax.ShapeDtypeStruct((a.shape[0], b.shape[0]), jnp.float32)
+    return jax.ffi.ffi_call("fp8gemm_gemm_wgrad", out)(
+        a, mn_major_scales(a_s), b, mn_major_scales(b_s), **_wgrad_attributes(config))
+
+
+def _kernel_takes(op, m, n, t, g=1) -> bool:
+    """Shapes the wgrad kernels cannot take fall back to the reference (T % 16 is rejected at
+    trace time already)."""
+    if m == 0 or n == 0 or t == 0 or g == 0:
+        return False  # nothing to compute (or all zero): the reference is free
+    if n % 4:
+        _kernels.warn_once(f"{op}: N={n} gives an FP32 output row stride TMA cannot store "
+                           "(needs a multiple of 16 bytes); using the reference path")
+        return False
+    if g * m + 256 > _INT32_MAX or t > _INT32_MAX:
+        _kernels.warn_once(f"{op}: G*M={g * m}, T={t} exceed the kernel's int32 coordinates; "
+                           "using the reference path")
+        return False
+    return True
+
+
+def _dense_kernel(a, a_s, b, b_s, *, out_dtype):
+    (m, t), n = a.shape, b.shape[0]
+    config = gemm_config.pick_wgrad(m, n, t, _kernels.num_sms())
+    return gemm_wgrad_kernel_call(a, a_s, b, b_s, config).astype(out_dtype)
+
+
+def _dense_use_kernel(a, a_s, b, b_s, *, out_dtype):
+    (m, t), n = a.shape, b.shape[0]
+    return _kernel_takes("gemm_wgrad", m, n, t)
+
+
 gemm_wgrad_p = _primitive.define(
     "gemm_wgrad", abstract_eval=_dense_abstract,
     reference=lambda a, a_s, b, b_s, *, out_dtype: reference.gemm_wgrad(a, a_s, b, b_s, out_dtype),
-    batching_rule=_primitive.batch_by_loop)
+    kernel=_dense_kernel, use_kernel=_dense_use_kernel,
+    batching_rule=_primitive.batch_by_loop, partition=_sharding.Partition(_dense_rule, _dense_plan))
+
+
+def _grouped_rule(a, a_s, b, b_s, group_sizes, *, out_dtype):
+    r = _sharding.Rule()
+    return r.build(_operand_factors(r, a.shape[1]) + [[r.fixed("s")]], [["g", "m", "n"]])
+
+
+def _grouped_plan(layout, a, a_s, b, b_s, group_sizes, *, out_dtype):
+    """Output [G, M, N] may shard along G (when the result is wanted so, e.g. the gradient of
+    expert-sharded weights). A shard owning groups [g0, g0 + Gl) starts its tokens at
+    S = start of group g0 (in its own token window, when T shards too). The operands are rotated
+    along T by S rounded down to whole 128-token scale groups, and one leading group covers the
+    < 128 tokens before S; its output is dropped. group_sizes stays replicated (it is [G] int32)."""
+    g_total = group_sizes.shape[0]
+    g = layout.take_result(0, 0, g_total)
+    m, n, t = _take_mnt(layout, a, b)
+    t_total = a.shape[1]
+    g_local = g_total // layout.count(g)
+
+    def local(run, a, a_s, b, b_s, sizes):
+        t_local = a.shape[1]
+        if not g and not t:
+            return run(a, a_s, b, b_s, sizes)
+        ends = jnp.cumsum(reference.clamp_group_sizes(sizes, t_total))
+        starts = ends - reference.clamp_group_sizes(sizes, t_total)
+        t0 = _sharding.shard_index(t) * t_local
+        clip = lambda v: jnp.clip(v - t0, 0, t_local)
+        local_sizes = clip(ends) - clip(starts)  # this shard's tokens of every group
+        fp32 = {"out_dtype": np.dtype(np.float32)} if t else {}
+        if not g:
+            out = run(a, a_s, b, b_s, local_sizes.astype(jnp.int32), **fp32)
+            return reduce_k(out, t, out_dtype)
+        g0 = _sharding.shard_index(g) * g_local
+        mine = jax.lax.dynamic_slice_in_dim(local_sizes, g0, g_local)
+        first = clip(jax.lax.dynamic_index_in_dim(starts, g0, keepdims=False))
+        shift = (first // GROUP) * GROUP
+        a, b = (jnp.roll(v, -shift, axis=1) for v in (a, b))
+        a_s, b_s = (jnp.roll(v, -(shift // GROUP), axis=1) for v in (a_s, b_s))
+        sizes_ext = jnp.concatenate([(first - shift)[None], mine]).astype(jnp.int32)
+        out = run(a, a_s, b, b_s, sizes_ext, **fp32)[1:]
+        return reduce_k(out, t, out_dtype)
+
+    return Plan(in_specs=(spec(m, t), spec(m, t), spec(n, t), spec(n, t), spec(())),
+                out_specs=(spec(g, m, n),), local=local)
+
+
+def _blocks_per_group(a, a_s, b, b_s, group_sizes):
+    """Lays the tokens out so that every group covers whole 128-token blocks (the k-grouped
+    kernel's input), with jnp gathers; no host synchronisation.
+
+    A block of the new layout holds the tokens of ONE group from ONE original 128-token scale
+    block (at their original offsets inside it, zeros elsewhere), so its scale is the original
+    block's scale and the products are exactly the reference's. Group g (clamped sizes, as
+    reference.clamp_group_sizes) touches blocks [start_g // 128, cdiv(end_g, 128)) and gets that
+    many new blocks; at most cdiv(T, 128) + G - 1 in all, so the new token axis has the static
+    length 128 * (cdiv(T, 128) + G). Unused blocks are zero with scale 1.
+    Returns (a', a_s', b', b_s', padded sizes int32 [G], multiples of 128)."""
+    t, g = a.shape[1], group_sizes.shape[0]
+    tb = cdiv(t, GROUP)
+    num_blocks = tb + g
+    sizes = reference.clamp_group_sizes(group_sizes, t)
+    ends = jnp.cumsum(sizes)
+    starts = ends - sizes
+    blocks = jnp.where(sizes > 0, (ends + GROUP - 1) // GROUP - starts // GROUP, 0)
+    block_ends = jnp.cumsum(blocks)
+    new_block = jnp.arange(num_blocks, dtype=jnp.int32)
+    owner = jnp.searchsorted(block_ends, new_block, side="right")  # G: unused
+    used = owner < g
+    owner = jnp.minimum(owner, g - 1)
+    src = jnp.where(used, starts[owner] // GROUP + new_block - (block_ends - blocks)[owner], 0)
+    token = src[:, None] * GROUP + jnp.arange(GROUP, dtype=jnp.int32)[None, :]
+    keep = used[:, None] & (token >= starts[owner][:, None]) & (token < ends[owner][:, None])
+
+    def relayout(x, x_s):
+        rows = x.shape[0]
+        x = jnp.pad(x, ((0, 0), (0, tb * GROUP - t))).reshape(rows, tb, GROUP)
+        x = jnp.where(keep[None], jnp.take(x, src, axis=1), jnp.zeros((), x.dtype))
+        x_s = jnp.where(used[None, :], jnp.take(x_s, src, axis=1), np.float32(1.0))
+        return x.reshape(rows, num_blocks * GROUP), x_s
+
+    a, a_s = relayout(a, a_s)
+    b, b_s = relayout(b, b_s)
+    return a, a_s, b, b_s, (blocks * GROUP).astype(jnp.int32)
+
+
+def grouped_gemm_wgrad_kernel_call(a, a_s, b, b_s, padded_sizes, config: gemm_config.GemmConfig):
+    """The k-grouped wgrad FFI call: tokens already on whole 128-blocks per group
+    (padded_sizes multiples of 128); FP32 [G, M, N]."""
+    out = jax.ShapeDtypeStruct((padded_sizes.shape[0], a.shape[0], b.shape[0]), jnp.float32)
+    return jax.ffi.ffi_call("fp8gemm_grouped_gemm_wgrad", out)(
+        a, mn_major_scales(a_s), b, mn_major_scales(b_s), padded_sizes, **_wgrad_attributes(config))
+
+
+def _grouped_kernel(a, a_s, b, b_s, group_sizes, *, out_dtype):
+    (m, _), n, g = a.shape, b.shape[0], group_sizes.shape[0]
+    a, a_s, b, b_s, padded = _blocks_per_group(a, a_s, b, b_s, group_sizes)
+    config = gemm_config.pick_wgrad(m, n, a.shape[1], _kernels.num_sms(), g=g, k_grouped=True)
+    return grouped_gemm_wgrad_kernel_call(a, a_s, b, b_s, padded, config).astype(out_dtype)
+
+
+def _grouped_use_kernel(a, a_s, b, b_s, group_sizes, *, out_dtype):
+    (m, t), n, g = a.shape, b.shape[0], group_sizes.shape[0]
+    return _kernel_takes("grouped_gemm_wgrad", m, n, GROUP * (cdiv(t, GROUP) + g), g)
+
 
 grouped_gemm_wgrad_p = _primitive.define(
     "grouped_gemm_wgrad", abstract_eval=_grouped_abstract,
     reference=lambda a, a_s, b, b_s, gs, *, out_dtype: reference.grouped_gemm_wgrad(
         a, a_s, b, b_s, gs, out_dtype),
-    batching_rule=_primitive.batch_by_loop)
+    kernel=_grouped_kernel, use_kernel=_grouped_use_kernel,
+    batching_rule=_primitive.batch_by_loop,
+    partition=_sharding.Partition(_grouped_rule, _grouped_plan))
 
 
 def gemm_wgrad(a: jax.Array, a_s: jax.Array, b: jax.Array, b_s: jax.Array, *,

@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # The one script for a lent Hopper machine (the `device` tool runs it in a copy of the repo):
 # build the extension, read the register/spill report and the SASS, run the GPU tests, the
-# standalone GEMM harnesses (dense, grouped), compute-sanitizer on small cases and the benchmark.
+# standalone GEMM harnesses (dense, grouped, wgrad), compute-sanitizer on small cases and the benchmark.
 # Logs go to $OUT (at most 8 files come back: keep it so).
 #
 #   STEPS=build,tests,standalone,sanitize,bench  (default: all)   BENCH_ARGS="--suite gemm"
 #   TESTS="tests/test_gpu.py"                                      (default: the whole suite)
-#   STANDALONE_ARGS / GROUPED_ARGS: options of the dense / grouped harness (e.g. "--no-bench")
+#   STANDALONE_ARGS / GROUPED_ARGS / WGRAD_ARGS: options of the dense / grouped / wgrad harness
+#   (e.g. "--no-bench")
 set -uo pipefail
 OUT=${OUT:-/tmp/gpu_check_out}
 mkdir -p "$OUT"
@@ -46,7 +47,7 @@ if has build; then
 fi
 
 if has standalone && [ -f tools/gemm_standalone_test.cu ]; then
-  note "$(stamp) standalone GEMM harnesses (dense, grouped)"
+  note "$(stamp) standalone GEMM harnesses (dense, grouped, wgrad)"
   # The kernel objects are compiled once, in parallel, and linked into both harnesses.
   NVCC=(nvcc -gencode=arch=compute_90a,code=sm_90a -O3 -std=c++17 --expt-relaxed-constexpr -Icuda)
   mkdir -p /tmp/gemm_objs
@@ -63,6 +64,10 @@ if has standalone && [ -f tools/gemm_standalone_test.cu ]; then
   "${NVCC[@]}" tools/grouped_standalone_test.cu "${objs[@]}" -o /tmp/grouped_test >> "$OUT/standalone.log" 2>&1 \
     && timeout ${GROUPED_TIMEOUT:-300} /tmp/grouped_test ${GROUPED_ARGS:-} >> "$OUT/standalone.log" 2>&1
   note "standalone (grouped) exit $?: $(tail -1 "$OUT/standalone.log")"
+  echo "==== wgrad harness" >> "$OUT/standalone.log"
+  "${NVCC[@]}" tools/wgrad_standalone_test.cu "${objs[@]}" -o /tmp/wgrad_test >> "$OUT/standalone.log" 2>&1 \
+    && timeout ${WGRAD_TIMEOUT:-300} /tmp/wgrad_test ${WGRAD_ARGS:-} >> "$OUT/standalone.log" 2>&1
+  note "standalone (wgrad) exit $?: $(tail -1 "$OUT/standalone.log")"
   sed -n '/^best per case/,/^[0-9]* passed/p' "$OUT/standalone.log" | tee -a "$summary"
 fi
 
@@ -85,6 +90,10 @@ if has sanitize; then
     if [ -x /tmp/grouped_test ]; then
       timeout 180 compute-sanitizer --tool memcheck --error-exitcode 9 /tmp/grouped_test --small; echo "memcheck grouped: $?"
       timeout 180 compute-sanitizer --tool racecheck --error-exitcode 9 /tmp/grouped_test --small; echo "racecheck grouped: $?"
+    fi
+    if [ -x /tmp/wgrad_test ]; then
+      timeout 180 compute-sanitizer --tool memcheck --error-exitcode 9 /tmp/wgrad_test --small; echo "memcheck wgrad: $?"
+      timeout 180 compute-sanitizer --tool racecheck --error-exitcode 9 /tmp/wgrad_test --small; echo "racecheck wgrad: $?"
     fi
     (cd /tmp && XLA_PYTHON_CLIENT_PREALLOCATE=false timeout 240 compute-sanitizer --tool memcheck \
       --error-exitcode 9 $PY "$OLDPWD/tools/sanitize_small.py"); echo "memcheck jax ops: $?"

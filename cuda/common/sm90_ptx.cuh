@@ -281,6 +281,13 @@ __device__ __forceinline__ float ld_shared_f32(const float* p) {
   return v;
 }
 
+// 8-byte shared-memory load of two floats (the address must be 8-byte aligned).
+__device__ __forceinline__ float2 ld_shared_v2_f32(uint32_t smem_addr) {
+  float2 v;
+  asm volatile("ld.shared.v2.f32 {%0, %1}, [%2];\n" : "=f"(v.x), "=f"(v.y) : "r"(smem_addr) : "memory");
+  return v;
+}
+
 // Packs two floats into a bf16x2 register (round to nearest even); `lo` goes to the low 16 bits,
 // i.e. the lower column index.
 __device__ __forceinline__ uint32_t pack_bf16x2(float lo, float hi) {

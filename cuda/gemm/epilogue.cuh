@@ -69,6 +69,7 @@ struct TmaStoreEpilogue {
   static constexpr int kBoxRows = kRowsPerMathWarpgroup;     // TMA box height
   static constexpr int kSmemBytes = ((BLOCK_M * kRowBytes + 1023) / 1024) * 1024;
   static constexpr int kNumAcc = BLOCK_N / 2;  // accumulator floats per thread (64 x BLOCK_N / 128)
+  static constexpr bool kMasksRows = kMaskRows;
 
   using Params = typename std::conditional<kMaskRows, RowMaskEpilogueParams, EmptyEpilogueParams>::type;
 

@@ -12,11 +12,13 @@
 #include "gemm/fp8_gemm.h"
 #include "gemm/fp8_gemm_grouped.cuh"
 #include "gemm/fp8_gemm_kernel.cuh"
+#include "gemm/fp8_gemm_wgrad.cuh"
 #include "gemm/zero_rows.h"
 
 // Defined (explicitly instantiated) in fp8_gemm_inst_*.cu.
 FP8GEMM_COMPILED_TILES(FP8GEMM_EXTERN_TILE)
 FP8GEMM_COMPILED_GROUPED_TILES(FP8GEMM_EXTERN_GROUPED_TILE)
+FP8GEMM_COMPILED_WGRAD_TILES(FP8GEMM_EXTERN_WGRAD_TILE)
 
 namespace fp8gemm {
 namespace {
@@ -48,6 +50,18 @@ FP8GEMM_COMPILED_GROUPED_TILES(FP8GEMM_CHECK_TILE)
 #define FP8GEMM_COUNT_TILE(BM, BN) +1
 static_assert(0 FP8GEMM_COMPILED_GROUPED_TILES(FP8GEMM_COUNT_TILE) == kNumCompiledGroupedTiles,
               "grouped tile lists differ");
+#undef FP8GEMM_COUNT_TILE
+
+constexpr bool wgrad_tile_is_listed(int bm, int bn) {
+  for (const CompiledTile& t : kCompiledWgradTiles)
+    if (t.block_m == bm && t.block_n == bn) return true;
+  return false;
+}
+#define FP8GEMM_CHECK_TILE(BM, BN) static_assert(wgrad_tile_is_listed(BM, BN), "tile missing from kCompiledWgradTiles");
+FP8GEMM_COMPILED_WGRAD_TILES(FP8GEMM_CHECK_TILE)
+#undef FP8GEMM_CHECK_TILE
+#define FP8GEMM_COUNT_TILE(BM, BN) +1
+static_assert(0 FP8GEMM_COMPILED_WGRAD_TILES(FP8GEMM_COUNT_TILE) == kNumCompiledWgradTiles, "wgrad tile lists differ");
 #undef FP8GEMM_COUNT_TILE
 
 constexpr int kSmemPerBlockSm90 = 232448;  // 227 KB: per-block opt-in maximum of sm_90
@@ -87,6 +101,23 @@ int find_grouped_entry(int block_m, int block_n, OutDtype out) {
   return -1;
 }
 
+// Wgrad kernels: entry 2*i = dense, 2*i+1 = k-grouped, for tile i of FP8GEMM_COMPILED_WGRAD_TILES.
+constexpr int kNumWgradEntries = 2 * kNumCompiledWgradTiles;
+
+const KernelEntry* wgrad_registry() {
+#define FP8GEMM_ENTRY(BM, BN) detail::wgrad_kernel_entry<BM, BN>(), detail::kgrouped_wgrad_kernel_entry<BM, BN>(),
+  static const KernelEntry table[kNumWgradEntries] = {FP8GEMM_COMPILED_WGRAD_TILES(FP8GEMM_ENTRY)};
+#undef FP8GEMM_ENTRY
+  return table;
+}
+
+int find_wgrad_entry(int block_m, int block_n, bool k_grouped) {
+  const KernelEntry* t = wgrad_registry();
+  for (int i = 0; i < kNumWgradEntries; i += 2)
+    if (t[i].block_m == block_m && t[i].block_n == block_n) return i + (k_grouped ? 1 : 0);
+  return -1;
+}
+
 int stages_that_fit(const KernelEntry& e, int smem_limit) {
   return std::min(kMaxStagesCap, (smem_limit - e.smem_fixed) / e.smem_per_stage);
 }
@@ -99,6 +130,7 @@ struct DeviceFacts {
 DeviceFacts g_device_facts[kMaxDevices];
 std::atomic<bool> g_smem_attribute_set[kNumEntries][kMaxDevices];
 std::atomic<bool> g_grouped_smem_attribute_set[kNumGroupedEntries][kMaxDevices];
+std::atomic<bool> g_wgrad_smem_attribute_set[kNumWgradEntries][kMaxDevices];
 
 cudaError_t get_device_facts(int dev, int* num_sms, int* smem_limit) {
   if (dev < 0 || dev >= kMaxDevices) return cudaErrorInvalidDevice;
@@ -306,7 +338,8 @@ cudaError_t launch_fp8_gemm(const GemmProblem& p, const GemmConfig& cfg, cudaStr
   sched.band_m = choose_band_m(grid, e.block_m, e.block_n);
   EmptyEpilogueParams epi;
 
-  void* kernel_args[] = {&tmap_a, &tmap_b, &tmap_sfa, &tmap_d, &args, &sched, &epi};
+  CUtensorMap tmap_sfb_unused = {};  // only the wgrad kernels (per-row B scales) read it
+  void* kernel_args[] = {&tmap_a, &tmap_b, &tmap_sfa, &tmap_d, &args, &sched, &epi, &tmap_sfb_unused};
   cudaLaunchConfig_t lc = {};
   lc.gridDim = dim3(static_cast<unsigned>(grid), 1, 1);
   lc.blockDim = dim3(static_cast<unsigned>(e.num_threads), 1, 1);
@@ -465,7 +498,8 @@ cudaError_t launch_fp8_grouped_gemm(const GroupedGemmProblem& p, const GemmConfi
   if (err != cudaSuccess) return err;
 
   // 2. The GEMM.
-  void* kernel_args[] = {&tmap_a, &tmap_b, &tmap_sfa, &tmap_d, &args, &sched, &epi};
+  CUtensorMap tmap_sfb_unused = {};  // only the wgrad kernels (per-row B scales) read it
+  void* kernel_args[] = {&tmap_a, &tmap_b, &tmap_sfa, &tmap_d, &args, &sched, &epi, &tmap_sfb_unused};
   cudaLaunchConfig_t lc = {};
   lc.gridDim = dim3(static_cast<unsigned>(grid), 1, 1);
   lc.blockDim = dim3(static_cast<unsigned>(e.num_threads), 1, 1);
@@ -479,6 +513,175 @@ cudaError_t launch_fp8_grouped_gemm(const GroupedGemmProblem& p, const GemmConfi
   lc.attrs = &attr;
   lc.numAttrs = 1;
   return cudaLaunchKernelExC(&lc, e.fn, kernel_args);
+}
+
+// ------------------------------------------------------------------------------------------------
+// Weight-gradient GEMMs (per-row B scales, f32 output): dense and k-grouped.
+// ------------------------------------------------------------------------------------------------
+
+bool is_compiled_wgrad(const GemmConfig& cfg) {
+  if (cfg.multicast != 1) return false;
+  if (cfg.num_stages < 0 || cfg.num_sms < 0) return false;
+  return find_wgrad_entry(cfg.block_m, cfg.block_n, false) >= 0;
+}
+
+int max_stages_wgrad(int block_m, int block_n) {
+  const int idx = find_wgrad_entry(block_m, block_n, false);
+  if (idx < 0) return 0;
+  return std::max(0, stages_that_fit(wgrad_registry()[idx], kSmemPerBlockSm90));
+}
+
+namespace {
+
+// What the two wgrad launchers share: checks of the operands, the configuration, the tensor maps
+// and the launch. `rows_d` = rows of D (M, or G * M), `max_tiles` = the tiles of the grid.
+struct WgradOperands {
+  const void* a;
+  const void* b;
+  const float* sfa;
+  int sfa_ld;
+  const float* sfb;
+  int sfb_ld;
+  float* d;
+  int m, n, t;
+};
+
+bool wgrad_operands_ok(const WgradOperands& p) {
+  if (p.t % 16 != 0 || p.n % 4 != 0) return false;  // TMA row pitches: 16-byte multiples
+  if (p.sfa_ld < p.m || p.sfa_ld % 4 != 0 || p.sfb_ld < p.n || p.sfb_ld % 4 != 0) return false;
+  if (!p.a || !p.b || !p.sfa || !p.sfb || !p.d) return false;
+  return aligned(p.a, 16) && aligned(p.b, 16) && aligned(p.sfa, 16) && aligned(p.sfb, 16) && aligned(p.d, 16);
+}
+
+template <class SchedParams, class EpiParams>
+cudaError_t launch_wgrad_kernel(const WgradOperands& p, long long rows_d, long long max_tiles, int entry_idx,
+                                const GemmConfig& cfg, SchedParams sched, const EpiParams& epi,
+                                cudaStream_t stream) {
+  const KernelEntry& e = wgrad_registry()[entry_idx];
+  int dev = 0;
+  cudaError_t err = cudaGetDevice(&dev);
+  if (err != cudaSuccess) return err;
+  int device_sms = 0, smem_limit = 0;
+  err = get_device_facts(dev, &device_sms, &smem_limit);
+  if (err != cudaSuccess) return err;
+
+  const int num_stages = cfg.num_stages > 0 ? cfg.num_stages : stages_that_fit(e, smem_limit);
+  const int smem_bytes = e.smem_fixed + num_stages * e.smem_per_stage;
+  // >= 2 stages: the deferred-promotion loop waits for stage kb+1 while it still holds kb.
+  if (num_stages < 2 || smem_bytes > smem_limit) return cudaErrorInvalidValue;
+  err = ensure_smem_attribute(g_wgrad_smem_attribute_set[entry_idx][dev], e.fn, smem_limit);
+  if (err != cudaSuccess) return err;
+  int grid = cfg.num_sms > 0 ? cfg.num_sms : device_sms;
+  grid = static_cast<int>(std::min<long long>(grid, max_tiles));
+  if (grid < 1) return cudaErrorInvalidValue;
+
+  const int num_k_blocks = (p.t + kBlockK - 1) / kBlockK;
+  CUtensorMap tmap_a, tmap_b, tmap_sfa, tmap_sfb, tmap_d;
+  auto operand_map = [&](CUtensorMap* map, const void* base, int rows, int box_rows) {
+    TensorMap2D d;
+    d.base = base;
+    d.dtype = CU_TENSOR_MAP_DATA_TYPE_UINT8;  // e4m3 bytes
+    d.rows = static_cast<uint64_t>(rows);
+    d.cols = static_cast<uint64_t>(p.t);
+    d.row_pitch_bytes = static_cast<uint64_t>(p.t);
+    d.box_rows = static_cast<uint32_t>(box_rows);
+    d.box_cols = kBlockK;  // 128 bytes = the 128B swizzle span
+    d.swizzle = CU_TENSOR_MAP_SWIZZLE_128B;
+    return encode_tensor_map_2d(map, d);
+  };
+  // Scales viewed as [num_k_blocks rows][rows cols] with row pitch ld floats; box = box_cols x 1.
+  auto scale_map = [&](CUtensorMap* map, const float* base, int rows, int ld, int box_cols) {
+    TensorMap2D d;
+    d.base = base;
+    d.dtype = CU_TENSOR_MAP_DATA_TYPE_FLOAT32;
+    d.rows = static_cast<uint64_t>(num_k_blocks);
+    d.cols = static_cast<uint64_t>(rows);
+    d.row_pitch_bytes = static_cast<uint64_t>(ld) * 4;
+    d.box_rows = 1;
+    d.box_cols = static_cast<uint32_t>(box_cols);
+    d.swizzle = CU_TENSOR_MAP_SWIZZLE_NONE;
+    return encode_tensor_map_2d(map, d);
+  };
+  if (!operand_map(&tmap_a, p.a, p.m, e.block_m) || !operand_map(&tmap_b, p.b, p.n, e.block_n) ||
+      !scale_map(&tmap_sfa, p.sfa, p.m, p.sfa_ld, e.block_m + 4) ||  // kSfaBoxRows: aligned start
+      !scale_map(&tmap_sfb, p.sfb, p.n, p.sfb_ld, e.block_n))         // kSfbBoxCols
+    return cudaErrorInvalidValue;
+  {
+    TensorMap2D d;
+    d.base = p.d;
+    d.dtype = CU_TENSOR_MAP_DATA_TYPE_FLOAT32;
+    d.rows = static_cast<uint64_t>(rows_d);
+    d.cols = static_cast<uint64_t>(p.n);
+    d.row_pitch_bytes = static_cast<uint64_t>(p.n) * 4;
+    d.box_rows = static_cast<uint32_t>(e.d_box_rows);
+    d.box_cols = static_cast<uint32_t>(e.d_box_cols);
+    d.swizzle = swizzle_for_bytes(e.d_swizzle_bytes);
+    d.l2_promotion = CU_TENSOR_MAP_L2_PROMOTION_NONE;
+    if (!encode_tensor_map_2d(&tmap_d, d)) return cudaErrorInvalidValue;
+  }
+
+  GemmKernelArgs args;
+  args.sfb = nullptr;  // per-row B scales come through tmap_sfb
+  args.n = p.n;
+  args.num_k_blocks = num_k_blocks;
+  args.num_stages = num_stages;
+  sched.band_m = choose_band_m(grid, e.block_m, e.block_n);
+  EpiParams epi_copy = epi;
+
+  void* kernel_args[] = {&tmap_a, &tmap_b, &tmap_sfa, &tmap_d, &args, &sched, &epi_copy, &tmap_sfb};
+  cudaLaunchConfig_t lc = {};
+  lc.gridDim = dim3(static_cast<unsigned>(grid), 1, 1);
+  lc.blockDim = dim3(static_cast<unsigned>(e.num_threads), 1, 1);
+  lc.dynamicSmemBytes = static_cast<size_t>(smem_bytes);
+  lc.stream = stream;
+  return cudaLaunchKernelExC(&lc, e.fn, kernel_args);
+}
+
+}  // namespace
+
+cudaError_t launch_fp8_gemm_wgrad(const WgradGemmProblem& p, const GemmConfig& cfg, cudaStream_t stream) {
+  if (!is_compiled_wgrad(cfg)) return cudaErrorInvalidValue;
+  if (p.m < 0 || p.n < 0 || p.t <= 0) return cudaErrorInvalidValue;
+  if (p.m == 0 || p.n == 0) return cudaSuccess;
+  const WgradOperands ops{p.a, p.b, p.sfa, p.sfa_ld, p.sfb, p.sfb_ld, p.d, p.m, p.n, p.t};
+  if (!wgrad_operands_ok(ops)) return cudaErrorInvalidValue;
+  const int entry_idx = find_wgrad_entry(cfg.block_m, cfg.block_n, /*k_grouped=*/false);
+  const KernelEntry& e = wgrad_registry()[entry_idx];
+  const long long num_tiles =
+      static_cast<long long>((p.m + e.block_m - 1) / e.block_m) * ((p.n + e.block_n - 1) / e.block_n);
+  if (num_tiles > INT_MAX / 2) return cudaErrorInvalidValue;
+  DenseSchedulerParams sched;
+  sched.m = p.m;
+  sched.n = p.n;
+  sched.band_m = 1;  // set by launch_wgrad_kernel from the grid
+  return launch_wgrad_kernel(ops, p.m, num_tiles, entry_idx, cfg, sched, EmptyEpilogueParams{}, stream);
+}
+
+cudaError_t launch_fp8_grouped_gemm_wgrad(const GroupedWgradGemmProblem& p, const GemmConfig& cfg,
+                                          cudaStream_t stream) {
+  if (!is_compiled_wgrad(cfg)) return cudaErrorInvalidValue;
+  if (p.m < 0 || p.n < 0 || p.t <= 0 || p.num_groups < 0) return cudaErrorInvalidValue;
+  if (p.m == 0 || p.n == 0 || p.num_groups == 0) return cudaSuccess;  // D is empty
+  const WgradOperands ops{p.a, p.b, p.sfa, p.sfa_ld, p.sfb, p.sfb_ld, p.d, p.m, p.n, p.t};
+  if (!wgrad_operands_ok(ops) || !p.group_sizes || !aligned(p.group_sizes, 4)) return cudaErrorInvalidValue;
+  const int entry_idx = find_wgrad_entry(cfg.block_m, cfg.block_n, /*k_grouped=*/true);
+  const KernelEntry& e = wgrad_registry()[entry_idx];
+  // D rows (G * M, plus a tile) and the tile indices are int32 in the kernel.
+  const long long rows_d = static_cast<long long>(p.num_groups) * p.m;
+  const long long num_tiles = static_cast<long long>(p.num_groups) * ((p.m + e.block_m - 1) / e.block_m) *
+                              ((p.n + e.block_n - 1) / e.block_n);
+  if (rows_d > INT_MAX - 256 || num_tiles > INT_MAX / 2) return cudaErrorInvalidValue;
+  KGroupedWgradSchedulerParams sched;
+  sched.sizes = p.group_sizes;
+  sched.num_groups = p.num_groups;
+  sched.m = p.m;
+  sched.n = p.n;
+  sched.num_k_blocks = (p.t + kBlockK - 1) / kBlockK;
+  sched.band_m = 1;  // set by launch_wgrad_kernel from the grid
+  RowMaskEpilogueParams epi;
+  epi.d = p.d;
+  epi.ld = p.n;
+  return launch_wgrad_kernel(ops, rows_d, num_tiles, entry_idx, cfg, sched, epi, stream);
 }
 
 }  // namespace fp8gemm

@@ -135,4 +135,72 @@ bool is_compiled_grouped(const GemmConfig& cfg, OutDtype out);
 // do. num_groups == 0 in the contiguous layout: D is all zero (group_sizes may then be null).
 cudaError_t launch_fp8_grouped_gemm(const GroupedGemmProblem& p, const GemmConfig& cfg, cudaStream_t stream);
 
+// ------------------------------------------------------------------------------------------------
+// Weight-gradient GEMMs (wgrad): both operands quantized 1x128 along the contracted token axis T.
+//
+//   dense:      D[m, n] = sum_tb SFA[m, tb] * SFB[n, tb] * (A[m, tb*128 : +128] . B[n, same])
+//   k-grouped:  D[g, m, n] = the same sum over the k-blocks tb of group g only (G consecutive
+//               token ranges of whole 128-token blocks; see GroupedWgradGemmProblem).
+//
+// A e4m3 [M, T], B e4m3 [N, T], both K(=T)-major; D FP32 [M, N] (k-grouped: [G, M, N]) row-major.
+// Both scales are per row and 128-token block, MN-major: (m, tb) at sfa[tb * sfa_ld + m], (n, tb) at
+// sfb[tb * sfb_ld + n], tb < cdiv(T, 128). Deterministic (no atomics, no split-K).
+// ------------------------------------------------------------------------------------------------
+struct WgradGemmProblem {
+  const void* a;     // e4m3 [M, T], row-major (T contiguous); T % 16 == 0
+  const void* b;     // e4m3 [N, T], row-major
+  const float* sfa;  // A scales, MN-major [cdiv(T,128)][sfa_ld], sfa_ld >= M, multiple of 4
+  int sfa_ld;
+  const float* sfb;  // B scales, MN-major [cdiv(T,128)][sfb_ld], sfb_ld >= N, multiple of 4
+  int sfb_ld;
+  float* d;          // [M, N] f32 row-major; N % 4 == 0 (16-byte row pitch for the TMA store)
+  int m, n, t;
+};
+
+// k-grouped: group g owns the tokens [off_g, off_g + group_sizes[g]), off_g = sum_{h<g} sizes[h].
+// The sizes (device int32 [G], read by the kernel only: no host synchronisation) must be multiples
+// of 128, i.e. the caller lays every group out on whole 128-token blocks (padding with zero tokens);
+// a size that is not is rounded up to whole blocks, negative sizes count as 0 and blocks past
+// cdiv(T, 128) are cut. D [G, M, N]: out[g] = A[:, tokens of g] @ B[:, tokens of g]^T; an empty
+// group's out[g] is written as zeros (every element of D is written).
+struct GroupedWgradGemmProblem {
+  const void* a;     // e4m3 [M, T]
+  const void* b;     // e4m3 [N, T]
+  const float* sfa;  // MN-major [cdiv(T,128)][sfa_ld]
+  int sfa_ld;
+  const float* sfb;  // MN-major [cdiv(T,128)][sfb_ld]
+  int sfb_ld;
+  float* d;          // [G, M, N] f32
+  int m, n, t, num_groups;
+  const int* group_sizes;  // device int32 [G], multiples of 128
+};
+
+// Tiles compiled for the wgrad kernels (dense and k-grouped each, f32 output; multicast must be 1):
+//   128x128  throughput tile (dense: deferred promotion; k-grouped: the serial loop, see
+//            GemmTraits::kExtraRegisters). M = N = 7168: 56 x 56 tiles.
+//   128x112  N = 7168 -> 64 N-blocks, deferred promotion in both variants (3 * 56 + 40 registers).
+//   64x128   small M (one math warpgroup).
+// Shared memory per stage adds BLOCK_N * 4 bytes of SFB; f32 staging of D takes BLOCK_M * BLOCK_N * 4.
+inline constexpr CompiledTile kCompiledWgradTiles[] = {{128, 128}, {128, 112}, {64, 128}};
+inline constexpr int kNumCompiledWgradTiles =
+    static_cast<int>(sizeof(kCompiledWgradTiles) / sizeof(kCompiledWgradTiles[0]));
+
+// True iff (cfg.block_m, cfg.block_n) is a compiled wgrad tile, multicast == 1 and num_stages /
+// num_sms are not negative.
+bool is_compiled_wgrad(const GemmConfig& cfg);
+
+// Largest number of pipeline stages of a wgrad tile that fits 227 KB; 0 if not compiled.
+int max_stages_wgrad(int block_m, int block_n);
+
+// Same contract as launch_fp8_gemm: no allocation, no host synchronisation, no stream queries, TMA
+// descriptors encoded per call; cudaErrorInvalidValue for unsupported shapes/configs (t <= 0,
+// t % 16, n % 4, bad alignment, num_stages < 2, multicast != 1). m == 0 or n == 0: nothing to do.
+cudaError_t launch_fp8_gemm_wgrad(const WgradGemmProblem& p, const GemmConfig& cfg, cudaStream_t stream);
+
+// One persistent kernel (KGroupedWgradScheduler: (group, m-block, n-block) tiles, each with its
+// group's k-block range). G == 0, m == 0 or n == 0: nothing to do (D is empty).
+// Also cudaErrorInvalidValue when G * M or the tile count exceeds int32.
+cudaError_t launch_fp8_grouped_gemm_wgrad(const GroupedWgradGemmProblem& p, const GemmConfig& cfg,
+                                          cudaStream_t stream);
+
 }  // namespace fp8gemm

@@ -56,7 +56,11 @@ namespace detail {
 constexpr int const_gcd(int a, int b) { return b == 0 ? a : const_gcd(b, a % b); }
 }  // namespace detail
 
-template <int BLOCK_M, int BLOCK_N, class Epilogue>
+// kPerRowScaleB (weight-gradient GEMMs): B has one scale per row and 128-wide k-block, exactly like
+// A (SFB MN-major [cdiv(K,128)][sfb_ld], loaded per stage by TMA as BLOCK_N floats), and the
+// promotion multiplies each accumulator by sfa[row] * sfb[col]. Off: 128x128 B-scale blocks read
+// with __ldg (the forward / dgrad GEMMs).
+template <int BLOCK_M, int BLOCK_N, class Epilogue, bool kPerRowScaleB = false>
 struct GemmTraits {
   static_assert(BLOCK_M == 64 || BLOCK_M == 128, "BLOCK_M: one or two math warpgroups of 64 rows");
   static_assert(BLOCK_N % 16 == 0 && BLOCK_N >= 16 && BLOCK_N <= 256, "BLOCK_N: multiple of 16 in [16, 256]");
@@ -71,7 +75,10 @@ struct GemmTraits {
   static constexpr int kNumAcc = BLOCK_N / 2;  // FP32 accumulators per thread for 64 x BLOCK_N
   // Deferred promotion keeps two accumulator arrays and the output: 3 * kNumAcc registers plus
   // ~40 for addresses, scales and loop state must fit the math warpgroups' budget.
-  static constexpr bool kDeferredPromotion = 3 * kNumAcc + 40 <= (BLOCK_M == 128 ? 232 : 240);
+  // Per-column B scales with the row-masking epilogue (k-grouped wgrad) need a few registers more:
+  // at 128x128 / 64x128 that variant takes the serial loop (ptxas: deferred spills 8 / 80 bytes).
+  static constexpr int kExtraRegisters = (kPerRowScaleB && Epilogue::kMasksRows) ? 16 : 0;
+  static constexpr bool kDeferredPromotion = 3 * kNumAcc + 40 + kExtraRegisters <= (BLOCK_M == 128 ? 232 : 240);
   // B-scale blocks: with BLOCK_N not dividing 128 (e.g. 112, 144, 160) some tiles have columns in
   // two consecutive 128-wide scale blocks. A tile starts at an offset (col_start % 128) that is a
   // multiple of g = gcd(BLOCK_N, 128), at most 128 - g, so it touches at most two scale blocks iff
@@ -88,10 +95,14 @@ struct GemmTraits {
   // start at any row. The consumers skip the (row_start % 4) leading floats.
   static constexpr int kSfaBoxRows = BLOCK_M + 4;
   static constexpr int kSmemSFA = ((kSfaBoxRows * 4 + 127) / 128) * 128;
+  // SFB slice (kPerRowScaleB only): BLOCK_N floats from col_start, which is a multiple of BLOCK_N
+  // (so of 16): 16-byte aligned without the SFA-style pad.
+  static constexpr int kSfbBoxCols = kPerRowScaleB ? BLOCK_N : 0;
+  static constexpr int kSmemSFB = ((kSfbBoxCols * 4 + 127) / 128) * 128;
   static constexpr int kSmemD = Epilogue::kSmemBytes;
   static constexpr int kSmemBarriers = 2 * 8;  // full + empty mbarrier per stage
-  static constexpr int kSmemPerStage = kSmemAB + kSmemSFA + kSmemBarriers;
-  static constexpr uint32_t kTxBytesPerStage = kSmemA + kSmemB + kSfaBoxRows * 4;
+  static constexpr int kSmemPerStage = kSmemAB + kSmemSFA + kSmemSFB + kSmemBarriers;
+  static constexpr uint32_t kTxBytesPerStage = kSmemA + kSmemB + kSfaBoxRows * 4 + kSfbBoxCols * 4;
   static_assert(kSmemA % 1024 == 0 && kSmemB % 1024 == 0 && kSmemD % 1024 == 0,
                 "128B-swizzled tiles must stay 1024-byte aligned");
 
@@ -153,18 +164,49 @@ __device__ __forceinline__ void promote_dispatch(int split, float (&out)[kNumAcc
   }
 }
 
+// Per-column B scales (kPerRowScaleB): out += acc * (sfa[row] * sfb[col]). This thread's columns
+// are 8*i + 2*(lane%4) + {0, 1}; their scales are read from the stage's SFB slice in shared memory
+// as one 8-byte load per 8-column chunk (the 4 distinct addresses of a warp are 32 consecutive
+// bytes: one wavefront, broadcast to the 8 lanes of equal lane%4). Reading them here, right where
+// they are used, keeps them out of the register budget of the deferred loop (the stage is released
+// after the promotion instead of before it).
+template <int kNumAcc>
+__device__ __forceinline__ void promote_per_column(float (&out)[kNumAcc], const float (&acc)[kNumAcc], float sfa0,
+                                                   float sfa1, uint32_t sfb_thread_addr) {
+#pragma unroll
+  for (int i = 0; i < kNumAcc / 4; ++i) {
+    const float2 sb = ptx::ld_shared_v2_f32(sfb_thread_addr + i * 8 * 4);
+    out[4 * i + 0] = fmaf(acc[4 * i + 0], sfa0 * sb.x, out[4 * i + 0]);
+    out[4 * i + 1] = fmaf(acc[4 * i + 1], sfa0 * sb.y, out[4 * i + 1]);
+    out[4 * i + 2] = fmaf(acc[4 * i + 2], sfa1 * sb.x, out[4 * i + 2]);
+    out[4 * i + 3] = fmaf(acc[4 * i + 3], sfa1 * sb.y, out[4 * i + 3]);
+  }
+}
+
+// Whether a scheduler gives every tile its own k-block range (TileInfo::kb_begin / kb_end): the
+// k-grouped weight-gradient scheduler does; for the others every tile runs k-blocks
+// [0, num_k_blocks) and the range is a compile-time-free constant.
+template <class Scheduler, class = void>
+struct HasTileKRange : std::false_type {};
+template <class Scheduler>
+struct HasTileKRange<Scheduler, std::void_t<decltype(Scheduler::kTileKRange)>>
+    : std::integral_constant<bool, Scheduler::kTileKRange> {};
+
 }  // namespace detail
 
-template <int BLOCK_M, int BLOCK_N, class Epilogue, class Scheduler>
-__global__ void __launch_bounds__(GemmTraits<BLOCK_M, BLOCK_N, Epilogue>::kNumThreads, 1)
+template <int BLOCK_M, int BLOCK_N, class Epilogue, class Scheduler, bool kPerRowScaleB = false>
+__global__ void __launch_bounds__(GemmTraits<BLOCK_M, BLOCK_N, Epilogue, kPerRowScaleB>::kNumThreads, 1)
     sm90_fp8_gemm_kernel(const __grid_constant__ CUtensorMap tmap_a,    // e4m3 [M, K], box 128 x BLOCK_M, SW128
                          const __grid_constant__ CUtensorMap tmap_b,    // e4m3 [N, K], box 128 x BLOCK_N, SW128
                          const __grid_constant__ CUtensorMap tmap_sfa,  // f32 [kb][M] (pitch sfa_ld), box BLOCK_M x 1
                          const __grid_constant__ CUtensorMap tmap_d,    // epilogue output
                          const GemmKernelArgs args, const typename Scheduler::Params sched_params,
-                         const typename Epilogue::Params epi_params) {
+                         const typename Epilogue::Params epi_params,
+                         // f32 [kb][N] (pitch sfb_ld), box BLOCK_N x 1; kPerRowScaleB only (unused otherwise)
+                         const __grid_constant__ CUtensorMap tmap_sfb) {
 #if defined(__CUDA_ARCH__) && (__CUDA_ARCH__ >= 900) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  using Traits = GemmTraits<BLOCK_M, BLOCK_N, Epilogue>;
+  using Traits = GemmTraits<BLOCK_M, BLOCK_N, Epilogue, kPerRowScaleB>;
+  constexpr bool kTileKRange = detail::HasTileKRange<Scheduler>::value;
   using Wgmma = ptx::WgmmaFp8<BLOCK_N>;
   constexpr int kNumAcc = Traits::kNumAcc;
   static_assert(Wgmma::kNumAcc == kNumAcc, "wgmma shape");
@@ -178,8 +220,9 @@ __global__ void __launch_bounds__(GemmTraits<BLOCK_M, BLOCK_N, Epilogue>::kNumTh
   uint8_t* const smem_d = smem;
   uint8_t* const smem_ab = smem + Traits::kSmemD;
   float* const smem_sfa = reinterpret_cast<float*>(smem_ab + num_stages * Traits::kSmemAB);
-  uint64_t* const full_bar =
-      reinterpret_cast<uint64_t*>(smem_ab + num_stages * (Traits::kSmemAB + Traits::kSmemSFA));
+  float* const smem_sfb = smem_sfa + num_stages * (Traits::kSmemSFA / 4);  // kPerRowScaleB only
+  uint64_t* const full_bar = reinterpret_cast<uint64_t*>(
+      smem_ab + num_stages * (Traits::kSmemAB + Traits::kSmemSFA + Traits::kSmemSFB));
   uint64_t* const empty_bar = full_bar + num_stages;
 
   // Warp index made warp-uniform explicitly (lets the compiler keep it in a uniform register).
@@ -193,6 +236,7 @@ __global__ void __launch_bounds__(GemmTraits<BLOCK_M, BLOCK_N, Epilogue>::kNumTh
     ptx::prefetch_tensor_map(&tmap_b);
     ptx::prefetch_tensor_map(&tmap_sfa);
     ptx::prefetch_tensor_map(&tmap_d);
+    if constexpr (kPerRowScaleB) ptx::prefetch_tensor_map(&tmap_sfb);
   }
   if (warp_idx == 1 && ptx::elect_one()) {
     // The swizzle patterns (TMA and WGMMA descriptors with base offset 0) assume 1024-byte
@@ -223,7 +267,9 @@ __global__ void __launch_bounds__(GemmTraits<BLOCK_M, BLOCK_N, Epilogue>::kNumTh
       TileInfo tile;
       uint32_t stage = 0, phase = 0;
       while (scheduler.next(tile)) {
-        for (int kb = 0; kb < num_k_blocks; ++kb) {
+        int kb_begin = 0, kb_end = num_k_blocks;
+        if constexpr (kTileKRange) kb_begin = tile.kb_begin, kb_end = tile.kb_end;
+        for (int kb = kb_begin; kb < kb_end; ++kb) {
           // Wait until the consumers (of both CTAs with a cluster) released this stage's previous
           // contents. On the first pass over the ring, parity phase^1 = 1 refers to the phase
           // "before" the barrier's first one, which counts as complete: no wait.
@@ -234,9 +280,10 @@ __global__ void __launch_bounds__(GemmTraits<BLOCK_M, BLOCK_N, Epilogue>::kNumTh
           // Announce the bytes of the whole stage (also those multicast in by the peer CTA; TMA
           // always delivers full boxes, zero-filled at the edges).
           ptx::mbar_arrive_expect_tx(bar, Traits::kTxBytesPerStage);
-          ptx::tma_load_2d(&tmap_a, bar, smem_a_stage, kb * kBlockK, tile.row_start);
-          ptx::tma_load_2d(&tmap_sfa, bar, smem_sfa + stage * (Traits::kSmemSFA / 4),
-                           tile.row_start & ~3, kb);
+          ptx::tma_load_2d(&tmap_a, bar, smem_a_stage, kb * kBlockK, tile.a_row);
+          ptx::tma_load_2d(&tmap_sfa, bar, smem_sfa + stage * (Traits::kSmemSFA / 4), tile.a_row & ~3, kb);
+          if constexpr (kPerRowScaleB)  // each CTA loads its own slice (also with B multicast)
+            ptx::tma_load_2d(&tmap_sfb, bar, smem_sfb + stage * (Traits::kSmemSFB / 4), tile.col_start, kb);
           if (!tile.multicast_b) {
             ptx::tma_load_2d(&tmap_b, bar, smem_b_stage, kb * kBlockK, tile.b_row);
           } else if (cta_rank == 0) {
@@ -295,7 +342,7 @@ __global__ void __launch_bounds__(GemmTraits<BLOCK_M, BLOCK_N, Epilogue>::kNumTh
     };
     // A scales of this thread's two rows in `stage` (read before the stage is released).
     auto load_sfa = [&](uint32_t st, float& r0, float& r1) {
-      const float* sfa_stage = smem_sfa + st * (Traits::kSmemSFA / 4) + (tile.row_start & 3) + wg * 64;
+      const float* sfa_stage = smem_sfa + st * (Traits::kSmemSFA / 4) + (tile.a_row & 3) + wg * 64;
       r0 = ptx::ld_shared_f32(sfa_stage + row_in_wg);
       r1 = ptx::ld_shared_f32(sfa_stage + row_in_wg + 8);
     };
@@ -324,26 +371,51 @@ __global__ void __launch_bounds__(GemmTraits<BLOCK_M, BLOCK_N, Epilogue>::kNumTh
     auto advance = [&](uint32_t& st, uint32_t& ph) {
       if (++st == static_cast<uint32_t>(num_stages)) st = 0, ph ^= 1;
     };
+    // kPerRowScaleB: promote from `st` with per-column B scales read from its SFB slice, THEN
+    // release it (the scales are read during the promotion). __syncwarp: every lane's shared-memory
+    // reads are done before lane 0 (1) arrives for the warp.
+    const uint32_t sfb_thread_offset = (2u * (lane % 4u)) * 4u;  // bytes: column 2*(lane%4) of chunk 0
+    auto promote_per_column_and_release = [&](float (&o)[kNumAcc], const float (&a)[kNumAcc], float sfa0,
+                                              float sfa1, uint32_t st, bool do_math) {
+      if (do_math)
+        detail::promote_per_column(o, a, sfa0, sfa1,
+                                   ptx::smem_u32(smem_sfb + st * (Traits::kSmemSFB / 4)) + sfb_thread_offset);
+      __syncwarp();
+      release(st, tile);
+    };
 
     while (scheduler.next(tile)) {
       // Rows of this warpgroup beyond the tile's valid rows: no output (and in the serial loop no
       // math either; stages are consumed all the same).
       const bool active = tile.row_start + wg * 64 < tile.row_end;
 
+      // This tile's k-blocks: [kb_begin, kb_begin + tile_k_blocks) (all of K unless the scheduler
+      // gives tiles their own range; such a range may be empty: the tile's output is then zero).
+      int kb_begin = 0, tile_k_blocks = num_k_blocks;
+      if constexpr (kTileKRange) kb_begin = tile.kb_begin, tile_k_blocks = tile.kb_end - tile.kb_begin;
+
       // B scales of this tile: block b0 covers tile columns [0, 8 * split), block b1 the rest.
+      // (kPerRowScaleB: per-column scales come through shared memory instead; none of this is used.)
       const int sfb_block0 = tile.col_start / 128;
       const int split = min(BLOCK_N, (sfb_block0 + 1) * 128 - tile.col_start) / 8;
       const int sfb_block1 = min(sfb_block0 + 1, num_sfb_rows - 1);  // clamped at the right edge
-      const float* sfb0 = args.sfb + tile.sfb_offset + sfb_block0 * num_k_blocks;
-      const float* sfb1 = args.sfb + tile.sfb_offset + sfb_block1 * num_k_blocks;
+      const float* sfb0 = args.sfb + tile.sfb_offset + sfb_block0 * num_k_blocks + kb_begin;
+      const float* sfb1 = args.sfb + tile.sfb_offset + sfb_block1 * num_k_blocks + kb_begin;
       // Software-prefetch the B scales one k-block ahead (global latency off the critical path).
-      float sfb0_next = __ldg(sfb0);
-      float sfb1_next = Traits::kMayStraddle ? __ldg(sfb1) : 0.f;
+      float sfb0_next = 0.f, sfb1_next = 0.f;
+      if constexpr (!kPerRowScaleB) {
+        sfb0_next = __ldg(sfb0);
+        sfb1_next = Traits::kMayStraddle ? __ldg(sfb1) : 0.f;
+      }
       auto next_sfb = [&](int kb, float& cur0, float& cur1) {
-        cur0 = sfb0_next, cur1 = sfb1_next;
-        if (kb + 1 < num_k_blocks) {
-          sfb0_next = __ldg(sfb0 + kb + 1);
-          if (Traits::kMayStraddle) sfb1_next = __ldg(sfb1 + kb + 1);
+        if constexpr (!kPerRowScaleB) {
+          cur0 = sfb0_next, cur1 = sfb1_next;
+          if (kb + 1 < tile_k_blocks) {
+            sfb0_next = __ldg(sfb0 + kb + 1);
+            if (Traits::kMayStraddle) sfb1_next = __ldg(sfb1 + kb + 1);
+          }
+        } else {
+          cur0 = cur1 = 0.f;
         }
       };
 
@@ -353,7 +425,10 @@ __global__ void __launch_bounds__(GemmTraits<BLOCK_M, BLOCK_N, Epilogue>::kNumTh
 
       bool deferred = false;
       if constexpr (Traits::kDeferredPromotion) deferred = args.deferred_promotion != 0;
-      if (deferred) {
+      if (kTileKRange && tile_k_blocks <= 0) {
+        // Empty k-range (an empty group of the k-grouped GEMM): no stage is consumed, the
+        // epilogue writes the zero tile.
+      } else if (deferred) {
         if constexpr (Traits::kDeferredPromotion) {
           // Deferred promotion: the wgmmas of k-block kb+1 are issued (into the other accumulator)
           // before k-block kb is promoted, so the tensor cores always have this warpgroup's next
@@ -370,8 +445,12 @@ __global__ void __launch_bounds__(GemmTraits<BLOCK_M, BLOCK_N, Epilogue>::kNumTh
           auto finish = [&](float (&cur)[kNumAcc], float sfb0_cur, float sfb1_cur, uint32_t next_stage,
                             uint32_t next_phase, float nsfa0, float nsfa1) {
             ptx::fence_operands(cur);
-            release(stage, tile);
-            promote(out, cur, sfa0, sfa1, sfb0_cur, sfb1_cur, split);
+            if constexpr (kPerRowScaleB) {
+              promote_per_column_and_release(out, cur, sfa0, sfa1, stage, true);
+            } else {
+              release(stage, tile);
+              promote(out, cur, sfa0, sfa1, sfb0_cur, sfb1_cur, split);
+            }
             stage = next_stage, phase = next_phase;
             sfa0 = nsfa0, sfa1 = nsfa1;
           };
@@ -398,11 +477,11 @@ __global__ void __launch_bounds__(GemmTraits<BLOCK_M, BLOCK_N, Epilogue>::kNumTh
             finish(cur, sfb0_cur, sfb1_cur, next_stage, next_phase, 0.f, 0.f);
           };
           int kb = 0;
-          for (; kb + 2 < num_k_blocks; kb += 2) {
+          for (; kb + 2 < tile_k_blocks; kb += 2) {
             step_next(acc, acc_next, kb);
             step_next(acc_next, acc, kb + 1);
           }
-          if (num_k_blocks - kb == 2) {
+          if (tile_k_blocks - kb == 2) {
             step_next(acc, acc_next, kb);
             step_last(acc_next, kb + 1);
           } else {
@@ -415,7 +494,7 @@ __global__ void __launch_bounds__(GemmTraits<BLOCK_M, BLOCK_N, Epilogue>::kNumTh
       } else {
         // Serial promotion (DeepGEMM's order): issue, wait, release, promote; the two math
         // warpgroups' promotions overlap each other's wgmmas.
-        for (int kb = 0; kb < num_k_blocks; ++kb) {
+        for (int kb = 0; kb < tile_k_blocks; ++kb) {
           float sfb0_cur, sfb1_cur;
           next_sfb(kb, sfb0_cur, sfb1_cur);
           ptx::mbar_wait(&full_bar[stage], phase);
@@ -426,8 +505,12 @@ __global__ void __launch_bounds__(GemmTraits<BLOCK_M, BLOCK_N, Epilogue>::kNumTh
             ptx::wgmma_wait<0>();
             ptx::fence_operands(acc);
           }
-          release(stage, tile);
-          if (active) promote(out, acc, sfa0, sfa1, sfb0_cur, sfb1_cur, split);
+          if constexpr (kPerRowScaleB) {
+            promote_per_column_and_release(out, acc, sfa0, sfa1, stage, active);
+          } else {
+            release(stage, tile);
+            if (active) promote(out, acc, sfa0, sfa1, sfb0_cur, sfb1_cur, split);
+          }
           advance(stage, phase);
         }
       }

@@ -14,7 +14,10 @@
 // The TileInfo carries everything the producer, the math warpgroups and the epilogue need, so the
 // kernel body is layout-agnostic. Grouped layouts (MoE, GroupedScheduler below) fill `group`,
 // `row_end` (end of the group's rows: the epilogue must not write past it) and the group offsets
-// of B / SFB.
+// of B / SFB. The k-grouped weight-gradient layout (KGroupedWgradScheduler below) also gives every
+// tile its own k-block range (kb_begin, kb_end; a scheduler that does declares
+// `static constexpr bool kTileKRange = true`, the others run every tile over all k-blocks) and
+// reads A at a row (a_row) other than the output row (row_start).
 #pragma once
 
 #include <cstdint>
@@ -25,8 +28,9 @@ struct TileInfo {
   int m_block;     // M-block index inside the current group's tile grid
   int n_block;     // N-block index
   int group;       // group index (0 for dense)
-  int row_start;   // first row of A / SFA / D covered by this tile (global row index)
+  int row_start;   // first row of D covered by this tile (global row index)
   int row_end;     // rows >= row_end are not part of this tile's output (dense: M)
+  int a_row;       // first row of A / SFA for the TMA loads (== row_start except for k-grouped)
   int b_row;       // first row of B for the TMA load (grouped: group * N + n_block * BLOCK_N)
   int col_start;   // first output column (n_block * BLOCK_N)
   int col_end;     // columns >= col_end do not exist (N)
@@ -35,6 +39,8 @@ struct TileInfo {
                      // cluster rank 0 and multicast into both CTAs
   bool peer_active;  // the peer CTA has a tile in this iteration (it consumes our empty-barrier
                      // arrivals); always false without clusters
+  int kb_begin;    // k-blocks [kb_begin, kb_end) of this tile: only read when the scheduler has
+  int kb_end;      // kTileKRange (k-grouped); may be empty (the tile's output is then zero)
 };
 
 // Dense GEMM: tiles of BLOCK_M x BLOCK_N over [M, N], walked in an L2-friendly order.
@@ -106,6 +112,7 @@ struct DenseScheduler {
     t.group = 0;
     t.row_start = t.m_block * BLOCK_M;
     t.row_end = p.m;
+    t.a_row = t.row_start;
     t.b_row = t.n_block * BLOCK_N;
     t.col_start = t.n_block * BLOCK_N;
     t.col_end = p.n;
@@ -219,12 +226,109 @@ struct GroupedScheduler {
     t.group = group;
     t.row_start = group_row + t.m_block * BLOCK_M;
     t.row_end = group_row + group_rows;
+    t.a_row = t.row_start;
     t.b_row = group * p.n + t.n_block * BLOCK_N;
     t.col_start = t.n_block * BLOCK_N;
     t.col_end = p.n;
     t.sfb_offset = group * p.sfb_group_stride;
     t.multicast_b = false;
     t.peer_active = false;
+    return true;
+  }
+};
+
+// k-grouped weight gradient: out[g] = A[:, tokens of g] @ B[:, tokens of g]^T, g < G.
+//
+// A [M, T] and B [N, T] (T = tokens, the contracted axis; K of the kernel), D [G, M, N] viewed as
+// [G * M, N]. Group g owns the k-blocks [kb_g, kb_g + nb_g) with nb_g = cdiv(max(sizes[g], 0), 128)
+// and kb_g = sum_{h<g} nb_h, both clamped to num_k_blocks: the sizes are expected to be padded to
+// multiples of 128 tokens (the caller lays the groups out on whole 128-token blocks), a size that
+// is not is rounded up to whole k-blocks.
+//
+// Every group has the same output tile grid num_m_blocks x num_n_blocks, so tile t belongs to group
+// t / tiles_per_group with no search; inside a group the dense scheduler's banded order (M fastest
+// in bands of band_m M-blocks). Tile t goes to CTA t % gridDim.x. The tile's k-range needs the
+// prefix sum of the sizes: a CTA's tile indices increase, so each scheduler keeps a cursor (group,
+// its first k-block) that only moves forward, reading each group size once over the whole kernel.
+// Tiles of an empty group have an empty k-range: the kernel writes their zero output (out[g] is
+// all zero), so no separate zero-fill is needed and no group's output is left unwritten.
+// A tile's rows: D rows g * M + [m_block * BLOCK_M, +BLOCK_M) (row_end = g * M + M: the epilogue
+// must mask rows past it, they belong to group g + 1), A / SFA rows m_block * BLOCK_M (TMA reads
+// rows >= M as zeros). No clusters (peer_active = multicast_b = false).
+struct KGroupedWgradSchedulerParams {
+  const int* sizes;  // device int32 [num_groups]: tokens per group, multiples of 128
+  int num_groups;
+  int m, n;
+  int num_k_blocks;  // cdiv(T, 128)
+  int band_m;        // M-blocks per band inside a group (>= 1)
+};
+
+template <int BLOCK_M, int BLOCK_N>
+struct KGroupedWgradScheduler {
+  using Params = KGroupedWgradSchedulerParams;
+  static constexpr bool kTileKRange = true;
+
+  // State kept small (the math warpgroups hold it next to two accumulator arrays): the grid
+  // quantities are recomputed from the params per tile (a few integer ops).
+  Params p;
+  int next_tile;
+  int group;         // cursor: group whose first k-block is group_kb (<= the next tile's group)
+  int group_kb;      // first k-block of `group` (saturated at num_k_blocks)
+  int group_blocks;  // k-blocks of `group`
+
+  __device__ __forceinline__ KGroupedWgradScheduler(const Params& params, uint32_t /*cluster_size*/)
+      : p(params) {
+    next_tile = static_cast<int>(blockIdx.x);
+    group = 0;
+    group_kb = 0;
+    group_blocks = blocks_of(0);
+  }
+
+  __device__ __forceinline__ int blocks_of(int g) const {
+    if (g >= p.num_groups) return 0;
+    const int size = __ldg(p.sizes + g);
+    // In 64 bits: a size near INT32_MAX must not overflow the rounding.
+    return size <= 0 ? 0 : static_cast<int>((static_cast<long long>(size) + 127) / 128);
+  }
+
+  __device__ __forceinline__ bool next(TileInfo& t) {
+    const int num_m_blocks = (p.m + BLOCK_M - 1) / BLOCK_M;
+    const int num_n_blocks = (p.n + BLOCK_N - 1) / BLOCK_N;
+    const int tiles_per_group = num_m_blocks * num_n_blocks;
+    const int tile = next_tile;
+    if (tile >= tiles_per_group * p.num_groups) return false;  // the host checks this fits int32
+    next_tile += static_cast<int>(gridDim.x);
+
+    const int g = tile / tiles_per_group;
+    while (group < g) {
+      // Saturate at num_k_blocks: later groups are empty (and the sum cannot overflow).
+      group_kb = min(group_kb + group_blocks, p.num_k_blocks);
+      ++group;
+      group_blocks = blocks_of(group);
+    }
+
+    const int in_group = tile - g * tiles_per_group;
+    const int band_m = p.band_m;
+    const int tiles_per_band = band_m * num_n_blocks;
+    const int band = in_group / tiles_per_band;
+    const int first_m = band * band_m;
+    const int in_band = in_group - band * tiles_per_band;
+    const int rows = min(band_m, num_m_blocks - first_m);
+
+    t.m_block = first_m + in_band % rows;
+    t.n_block = in_band / rows;
+    t.group = g;
+    t.a_row = t.m_block * BLOCK_M;
+    t.row_start = g * p.m + t.a_row;
+    t.row_end = g * p.m + p.m;
+    t.b_row = t.n_block * BLOCK_N;
+    t.col_start = t.n_block * BLOCK_N;
+    t.col_end = p.n;
+    t.sfb_offset = 0;
+    t.multicast_b = false;
+    t.peer_active = false;
+    t.kb_begin = group_kb;  // <= num_k_blocks
+    t.kb_end = min(group_kb + group_blocks, p.num_k_blocks);
     return true;
   }
 };

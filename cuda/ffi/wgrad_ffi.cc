@@ -1,0 +1,120 @@
+// XLA FFI handlers of the weight-gradient FP8 GEMMs (cuda/gemm/fp8_gemm.h: launch_fp8_gemm_wgrad,
+// launch_fp8_grouped_gemm_wgrad). Both operands carry 1x128 scales along the token axis T (the
+// contracted one), handed over MN-major by the Python side (jax_fp8gemm/wgrad.py), FP32 output.
+//
+//   fp8gemm_gemm_wgrad          a [M,T], sfa [cdiv(T,128), align(M,4)], b [N,T],
+//                               sfb [cdiv(T,128), align(N,4)] -> d f32 [M,N]
+//   fp8gemm_grouped_gemm_wgrad  the same plus padded group sizes s32 [G] (multiples of 128 tokens,
+//                               read on the device only) -> d f32 [G,M,N]
+// No host synchronisation: both are command-buffer (CUDA graph) compatible.
+#include "ffi/ffi_common.h"
+#include "gemm/fp8_gemm.h"
+
+namespace fp8gemm {
+namespace {
+
+namespace ffi = xla::ffi;
+using ffi_util::cdiv;
+using ffi_util::invalid;
+
+// Checks shared by both handlers; fills `ops` (all but d). `op` names the handler in messages.
+ffi::Error check_operands(const std::string& op, ffi::AnyBuffer a, ffi::Buffer<ffi::F32> sfa, ffi::AnyBuffer b,
+                          ffi::Buffer<ffi::F32> sfb, WgradGemmProblem* ops) {
+  if (a.element_type() != ffi::F8E4M3FN || b.element_type() != ffi::F8E4M3FN)
+    return invalid(op + ": a and b must be float8_e4m3fn");
+  const auto ad = a.dimensions(), bd = b.dimensions();
+  if (ad.size() != 2 || bd.size() != 2) return invalid(op + ": a [M,T] and b [N,T] must be 2-D");
+  const int64_t m = ad[0], t = ad[1], n = bd[0];
+  if (bd[1] != t) return invalid(op + ": T (last axis) of a and b must match");
+  const auto sad = sfa.dimensions(), sbd = sfb.dimensions();
+  if (sad.size() != 2 || sad[0] != cdiv(t, 128) || sad[1] < m || sad[1] % 4 != 0)
+    return invalid(op + ": sfa must be [cdiv(T,128), align(M,4)] (MN-major A scales)");
+  if (sbd.size() != 2 || sbd[0] != cdiv(t, 128) || sbd[1] < n || sbd[1] % 4 != 0)
+    return invalid(op + ": sfb must be [cdiv(T,128), align(N,4)] (MN-major B scales)");
+  if (m > INT32_MAX || n > INT32_MAX || t > INT32_MAX || sad[1] > INT32_MAX || sbd[1] > INT32_MAX)
+    return invalid(op + ": dimension too large");
+  ops->a = a.untyped_data();
+  ops->b = b.untyped_data();
+  ops->sfa = sfa.typed_data();
+  ops->sfa_ld = static_cast<int>(sad[1]);
+  ops->sfb = sfb.typed_data();
+  ops->sfb_ld = static_cast<int>(sbd[1]);
+  ops->m = static_cast<int>(m);
+  ops->n = static_cast<int>(n);
+  ops->t = static_cast<int>(t);
+  return ffi::Error::Success();
+}
+
+GemmConfig make_config(int64_t block_m, int64_t block_n, int64_t num_stages, int64_t num_sms) {
+  return GemmConfig{int(block_m), int(block_n), int(num_stages), int(num_sms), /*multicast=*/1};
+}
+
+ffi::Error GemmWgrad(cudaStream_t stream, ffi::AnyBuffer a, ffi::Buffer<ffi::F32> sfa, ffi::AnyBuffer b,
+                     ffi::Buffer<ffi::F32> sfb, ffi::Result<ffi::Buffer<ffi::F32>> d, int64_t block_m,
+                     int64_t block_n, int64_t num_stages, int64_t num_sms) {
+  const std::string op = "gemm_wgrad";
+  WgradGemmProblem p{};
+  if (auto err = check_operands(op, a, sfa, b, sfb, &p); err.failure()) return err;
+  const auto dd = d->dimensions();
+  if (dd.size() != 2 || dd[0] != p.m || dd[1] != p.n) return invalid(op + ": d must be f32 [M,N]");
+  if (p.m == 0 || p.n == 0) return ffi::Error::Success();
+  if (p.t == 0) return invalid(op + ": T must be > 0");
+  p.d = d->typed_data();
+  return ffi_util::cuda_error(launch_fp8_gemm_wgrad(p, make_config(block_m, block_n, num_stages, num_sms), stream),
+                              "gemm_wgrad launch");
+}
+
+ffi::Error GroupedGemmWgrad(cudaStream_t stream, ffi::AnyBuffer a, ffi::Buffer<ffi::F32> sfa, ffi::AnyBuffer b,
+                            ffi::Buffer<ffi::F32> sfb, ffi::Buffer<ffi::S32> group_sizes,
+                            ffi::Result<ffi::Buffer<ffi::F32>> d, int64_t block_m, int64_t block_n,
+                            int64_t num_stages, int64_t num_sms) {
+  const std::string op = "grouped_gemm_wgrad";
+  WgradGemmProblem ops{};
+  if (auto err = check_operands(op, a, sfa, b, sfb, &ops); err.failure()) return err;
+  const auto gd = group_sizes.dimensions(), dd = d->dimensions();
+  if (gd.size() != 1) return invalid(op + ": group sizes must be int32 [G]");
+  const int64_t g = gd[0];
+  if (dd.size() != 3 || dd[0] != g || dd[1] != ops.m || dd[2] != ops.n)
+    return invalid(op + ": d must be f32 [G,M,N]");
+  if (g * static_cast<int64_t>(ops.m) > INT32_MAX) return invalid(op + ": G * M too large");
+  if (g == 0 || ops.m == 0 || ops.n == 0) return ffi::Error::Success();
+  if (ops.t == 0) return invalid(op + ": T must be > 0");
+  GroupedWgradGemmProblem p{ops.a,   ops.b, ops.sfa, ops.sfa_ld, ops.sfb, ops.sfb_ld, d->typed_data(),
+                            ops.m,   ops.n, ops.t,   int(g),     group_sizes.typed_data()};
+  return ffi_util::cuda_error(
+      launch_fp8_grouped_gemm_wgrad(p, make_config(block_m, block_n, num_stages, num_sms), stream),
+      "grouped_gemm_wgrad launch");
+}
+
+}  // namespace
+
+XLA_FFI_DEFINE_HANDLER_SYMBOL(kFp8GemmWgrad, GemmWgrad,
+                              ffi::Ffi::Bind()
+                                  .Ctx<ffi::PlatformStream<cudaStream_t>>()
+                                  .Arg<ffi::AnyBuffer>()
+                                  .Arg<ffi::Buffer<ffi::F32>>()
+                                  .Arg<ffi::AnyBuffer>()
+                                  .Arg<ffi::Buffer<ffi::F32>>()
+                                  .Ret<ffi::Buffer<ffi::F32>>()
+                                  .Attr<int64_t>("block_m")
+                                  .Attr<int64_t>("block_n")
+                                  .Attr<int64_t>("num_stages")
+                                  .Attr<int64_t>("num_sms"),
+                              {ffi::Traits::kCmdBufferCompatible});
+
+XLA_FFI_DEFINE_HANDLER_SYMBOL(kFp8GroupedGemmWgrad, GroupedGemmWgrad,
+                              ffi::Ffi::Bind()
+                                  .Ctx<ffi::PlatformStream<cudaStream_t>>()
+                                  .Arg<ffi::AnyBuffer>()
+                                  .Arg<ffi::Buffer<ffi::F32>>()
+                                  .Arg<ffi::AnyBuffer>()
+                                  .Arg<ffi::Buffer<ffi::F32>>()
+                                  .Arg<ffi::Buffer<ffi::S32>>()
+                                  .Ret<ffi::Buffer<ffi::F32>>()
+                                  .Attr<int64_t>("block_m")
+                                  .Attr<int64_t>("block_n")
+                                  .Attr<int64_t>("num_stages")
+                                  .Attr<int64_t>("num_sms"),
+                              {ffi::Traits::kCmdBufferCompatible});
+
+}  // namespace fp8gemm

@@ -1,0 +1,490 @@
+// Standalone correctness + performance test of the weight-gradient (wgrad) sm90 FP8 GEMMs (no JAX
+// needed): launch_fp8_gemm_wgrad (dense) and launch_fp8_grouped_gemm_wgrad (k-grouped), against a
+// float64 host reference.
+//
+// Build (from the repository root):
+//   nvcc -gencode=arch=compute_90a,code=sm_90a -O3 -std=c++17 --expt-relaxed-constexpr -Icuda
+//        tools/wgrad_standalone_test.cu cuda/gemm/*.cu -o build/wgrad_standalone_test
+//
+// Usage: wgrad_standalone_test [--small] [--no-bench] [--seed=N] [--runs=N]
+//   --small     tiny cases only, no benchmark (for compute-sanitizer memcheck / racecheck)
+//   --no-bench  correctness only
+//
+// Data (host-generated from a hash of (seed, tensor, row, col), uploaded): A [M, T], B [N, T] are
+// random e4m3 codes with magnitudes 2^-3 .. 30 (never zero, never NaN) -- also on the tokens that
+// belong to no group, so a tile that reads outside its group's k-range shows up; scales are random
+// positive 2^-4 .. 2^4, MN-major with NaN in the padding columns past M / N (never read).
+// Checks per case and configuration (every compiled tile, default pipeline on all SMs + 2 stages on
+// 5 SMs so that each CTA walks many tiles and groups):
+//   * D poisoned with 0xFF bytes (NaN) before every run;
+//   * calc_diff <= 1e-5 against the float64 reference and a per-element bound
+//     |x - y| <= 1e-3 * (|y| + rms(ref)), on every element for small cases, on sampled rows x
+//     columns (edges + random) for big ones; an empty group's out[g] must be exactly 0;
+//   * two runs bitwise identical;
+//   * bad problems / configs rejected with cudaErrorInvalidValue.
+// Timing (default, not with --small): dense M=N=7168 (and 4096x7168), T=4096/8192; k-grouped
+// 8 groups x 4096 tokens, M=4096, N=7168; median over --runs runs with L2 flushed, TFLOP/s.
+// Exit code: 0 iff every check passed.
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "gemm/fp8_gemm.h"
+
+using fp8gemm::GemmConfig;
+using fp8gemm::GroupedWgradGemmProblem;
+using fp8gemm::WgradGemmProblem;
+
+#define CUDA_CHECK(expr)                                                                      \
+  do {                                                                                        \
+    cudaError_t err_ = (expr);                                                                \
+    if (err_ != cudaSuccess) {                                                                \
+      std::fprintf(stderr, "CUDA error %s at %s:%d: %s\n", cudaGetErrorName(err_), __FILE__, \
+                   __LINE__, cudaGetErrorString(err_));                                       \
+      std::exit(2);                                                                           \
+    }                                                                                         \
+  } while (0)
+
+namespace {
+
+int g_failures = 0;
+uint64_t g_seed = 1;
+
+int cdiv(int a, int b) { return (a + b - 1) / b; }
+
+uint32_t mix(uint64_t a, uint64_t b, uint64_t c) {
+  uint64_t z = g_seed ^ (a * 0x9E3779B97F4A7C15ull) ^ (b * 0xC2B2AE3D27D4EB4Full) ^ (c * 0x165667B19E3779F9ull);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  z ^= z >> 31;
+  return static_cast<uint32_t>(z >> 32);
+}
+
+// e4m3fn code with exponent field 4..11 (2^-3 .. 2^4 times 1.mmm): never zero, never NaN.
+uint8_t random_e4m3(uint32_t h) {
+  const uint32_t sign = h & 1u, mant = (h >> 1) & 7u, exp = 4u + ((h >> 4) % 8u);
+  return static_cast<uint8_t>((sign << 7) | (exp << 3) | mant);
+}
+
+double decode_e4m3(uint8_t v) {
+  const int sign = v >> 7, exp = (v >> 3) & 15, mant = v & 7;
+  const double mag = exp == 0 ? std::ldexp(mant / 8.0, -6) : std::ldexp(1.0 + mant / 8.0, exp - 7);
+  return sign ? -mag : mag;
+}
+
+float random_scale(uint32_t h) {
+  return std::ldexp(1.0f + static_cast<float>(h & 1023u) / 1024.0f, static_cast<int>((h >> 10) % 8u) - 4);
+}
+
+// One operand: e4m3 [rows, T] and MN-major scales [cdiv(T,128)][ld], ld = align(rows, 4).
+struct Operand {
+  int rows = 0, t = 0, ld = 0;
+  std::vector<uint8_t> q;
+  std::vector<float> s;  // MN-major
+  uint8_t* d_q = nullptr;
+  float* d_s = nullptr;
+
+  void make(int tensor, int rows_, int t_) {
+    rows = rows_, t = t_, ld = (rows + 3) / 4 * 4;
+    const int tb = cdiv(t, 128);
+    q.resize(static_cast<size_t>(rows) * t);
+    for (int r = 0; r < rows; ++r)
+      for (int c = 0; c < t; ++c) q[static_cast<size_t>(r) * t + c] = random_e4m3(mix(tensor, r, c));
+    s.assign(static_cast<size_t>(tb) * ld, std::nanf(""));
+    for (int b = 0; b < tb; ++b)
+      for (int r = 0; r < rows; ++r) s[static_cast<size_t>(b) * ld + r] = random_scale(mix(tensor + 100, r, b));
+    CUDA_CHECK(cudaMalloc(&d_q, std::max<size_t>(q.size(), 16)));
+    CUDA_CHECK(cudaMalloc(&d_s, std::max<size_t>(s.size(), 4) * 4));
+    CUDA_CHECK(cudaMemcpy(d_q, q.data(), q.size(), cudaMemcpyHostToDevice));
+    CUDA_CHECK(cudaMemcpy(d_s, s.data(), s.size() * 4, cudaMemcpyHostToDevice));
+  }
+  void free_device() {
+    cudaFree(d_q);
+    cudaFree(d_s);
+    d_q = nullptr, d_s = nullptr;
+  }
+  double scale(int r, int b) const { return s[static_cast<size_t>(b) * ld + r]; }
+};
+
+// float64 reference of one output element over k-blocks [kb0, kb1).
+double reference(const Operand& A, const Operand& B, int m, int n, int kb0, int kb1) {
+  double total = 0.0;
+  for (int b = kb0; b < kb1; ++b) {
+    double block = 0.0;
+    const int c1 = std::min(A.t, (b + 1) * 128);
+    const uint8_t* a = &A.q[static_cast<size_t>(m) * A.t];
+    const uint8_t* bb = &B.q[static_cast<size_t>(n) * B.t];
+    for (int c = b * 128; c < c1; ++c) block += decode_e4m3(a[c]) * decode_e4m3(bb[c]);
+    total += block * A.scale(m, b) * B.scale(n, b);
+  }
+  return total;
+}
+
+// Rows / columns to check: all of them (full) or the edges of every 64 / 16 block near the ends
+// plus random ones.
+std::vector<int> pick_indices(int size, bool full, uint32_t salt) {
+  std::vector<int> v;
+  if (full) {
+    for (int i = 0; i < size; ++i) v.push_back(i);
+    return v;
+  }
+  for (int i : {0, 1, 7, 8, 63, 64, 127, 128, size / 2, size - 129, size - 65, size - 2, size - 1})
+    if (i >= 0 && i < size) v.push_back(i);
+  for (int i = 0; i < 24; ++i) v.push_back(static_cast<int>(mix(salt, i, 7) % static_cast<uint32_t>(size)));
+  std::sort(v.begin(), v.end());
+  v.erase(std::unique(v.begin(), v.end()), v.end());
+  return v;
+}
+
+struct Checker {
+  double xy = 0, xx = 0, yy = 0, ref_sq = 0;
+  long long count = 0, bad = 0, nonfinite = 0;
+  struct Item { double x, y; };
+  std::vector<Item> items;
+  void add(double x, double y) {
+    if (!std::isfinite(x)) ++nonfinite;
+    xy += x * y, xx += x * x, yy += y * y, ref_sq += y * y, ++count;
+    items.push_back({x, y});
+  }
+  // Returns true on pass; prints a summary line.
+  bool finish(const std::string& what) {
+    const double diff = (xx + yy) > 0 ? 1.0 - 2.0 * xy / (xx + yy) : 0.0;
+    const double rms = count ? std::sqrt(ref_sq / count) : 0.0;
+    for (const Item& it : items)
+      if (!(std::fabs(it.x - it.y) <= 1e-3 * (std::fabs(it.y) + rms))) ++bad;
+    const bool ok = nonfinite == 0 && bad == 0 && diff <= 1e-5;
+    std::printf("  %-64s %s calc_diff=%.2e checked=%lld bad=%lld nonfinite=%lld\n", what.c_str(),
+                ok ? "ok  " : "FAIL", diff, count, bad, nonfinite);
+    if (!ok) ++g_failures;
+    return ok;
+  }
+};
+
+std::vector<GemmConfig> configs(bool small) {
+  std::vector<GemmConfig> v;
+  for (const fp8gemm::CompiledTile& t : fp8gemm::kCompiledWgradTiles) {
+    v.push_back(GemmConfig{t.block_m, t.block_n, 0, 0, 1});
+    if (!small || t.block_m == 128) v.push_back(GemmConfig{t.block_m, t.block_n, 2, 5, 1});
+  }
+  return v;
+}
+
+std::string cfg_name(const GemmConfig& c) {
+  char buf[64];
+  std::snprintf(buf, sizeof(buf), "%dx%d st=%d sms=%d", c.block_m, c.block_n, c.num_stages, c.num_sms);
+  return buf;
+}
+
+// ------------------------------------------------------------------------------------------------
+// Dense
+// ------------------------------------------------------------------------------------------------
+void test_dense(int m, int n, int t, bool full) {
+  Operand A, B;
+  A.make(1, m, t);
+  B.make(2, n, t);
+  const size_t d_elems = static_cast<size_t>(m) * n;
+  float *d, *d2;
+  CUDA_CHECK(cudaMalloc(&d, d_elems * 4));
+  CUDA_CHECK(cudaMalloc(&d2, d_elems * 4));
+  std::vector<float> h(d_elems), h2(d_elems);
+  const std::vector<int> rows = pick_indices(m, full, 11), cols = pick_indices(n, full, 12);
+  std::vector<double> ref(rows.size() * cols.size());
+  for (size_t i = 0; i < rows.size(); ++i)
+    for (size_t j = 0; j < cols.size(); ++j) ref[i * cols.size() + j] = reference(A, B, rows[i], cols[j], 0, cdiv(t, 128));
+
+  for (const GemmConfig& cfg : configs(full && m * n < (1 << 16))) {
+    WgradGemmProblem p{A.d_q, B.d_q, A.d_s, A.ld, B.d_s, B.ld, d, m, n, t};
+    CUDA_CHECK(cudaMemset(d, 0xFF, d_elems * 4));
+    CUDA_CHECK(fp8gemm::launch_fp8_gemm_wgrad(p, cfg, 0));
+    p.d = d2;
+    CUDA_CHECK(cudaMemset(d2, 0xFF, d_elems * 4));
+    CUDA_CHECK(fp8gemm::launch_fp8_gemm_wgrad(p, cfg, 0));
+    CUDA_CHECK(cudaDeviceSynchronize());
+    CUDA_CHECK(cudaMemcpy(h.data(), d, d_elems * 4, cudaMemcpyDeviceToHost));
+    CUDA_CHECK(cudaMemcpy(h2.data(), d2, d_elems * 4, cudaMemcpyDeviceToHost));
+    Checker c;
+    for (size_t i = 0; i < rows.size(); ++i)
+      for (size_t j = 0; j < cols.size(); ++j)
+        c.add(h[static_cast<size_t>(rows[i]) * n + cols[j]], ref[i * cols.size() + j]);
+    char what[160];
+    std::snprintf(what, sizeof(what), "dense M=%d N=%d T=%d %s %s", m, n, t, cfg_name(cfg).c_str(),
+                  full ? "full" : "sampled");
+    c.finish(what);
+    if (std::memcmp(h.data(), h2.data(), d_elems * 4) != 0) {
+      std::printf("  %-64s FAIL not deterministic\n", what);
+      ++g_failures;
+    }
+  }
+  cudaFree(d);
+  cudaFree(d2);
+  A.free_device();
+  B.free_device();
+}
+
+// ------------------------------------------------------------------------------------------------
+// k-grouped: `sizes` are the padded group sizes (multiples of 128) handed to the kernel.
+// ------------------------------------------------------------------------------------------------
+void test_grouped(int m, int n, int t, const std::vector<int>& sizes, bool full) {
+  const int g = static_cast<int>(sizes.size());
+  Operand A, B;
+  A.make(3, m, t);
+  B.make(4, n, t);
+  // The kernel's k-ranges (same clamping rule as KGroupedWgradScheduler).
+  const int nkb = cdiv(t, 128);
+  std::vector<int> kb0(g), kb1(g);
+  long long prefix = 0;
+  for (int i = 0; i < g; ++i) {
+    const long long blocks = sizes[i] <= 0 ? 0 : (static_cast<long long>(sizes[i]) + 127) / 128;
+    kb0[i] = static_cast<int>(std::min<long long>(prefix, nkb));
+    kb1[i] = static_cast<int>(std::min<long long>(prefix + blocks, nkb));
+    prefix = std::min<long long>(prefix + blocks, nkb);
+  }
+  int* d_sizes;
+  CUDA_CHECK(cudaMalloc(&d_sizes, std::max(g, 1) * 4));
+  CUDA_CHECK(cudaMemcpy(d_sizes, sizes.data(), g * 4, cudaMemcpyHostToDevice));
+  const size_t d_elems = static_cast<size_t>(g) * m * n;
+  float *d, *d2;
+  CUDA_CHECK(cudaMalloc(&d, d_elems * 4));
+  CUDA_CHECK(cudaMalloc(&d2, d_elems * 4));
+  std::vector<float> h(d_elems), h2(d_elems);
+  const std::vector<int> rows = pick_indices(m, full, 21), cols = pick_indices(n, full, 22);
+  std::vector<double> ref(static_cast<size_t>(g) * rows.size() * cols.size());
+  for (int gi = 0; gi < g; ++gi)
+    for (size_t i = 0; i < rows.size(); ++i)
+      for (size_t j = 0; j < cols.size(); ++j)
+        ref[(gi * rows.size() + i) * cols.size() + j] = reference(A, B, rows[i], cols[j], kb0[gi], kb1[gi]);
+
+  std::string sz;
+  for (int i = 0; i < g && i < 8; ++i) sz += (i ? "," : "") + std::to_string(sizes[i]);
+  if (g > 8) sz += ",...";
+  for (const GemmConfig& cfg : configs(full && m * n < (1 << 16))) {
+    GroupedWgradGemmProblem p{A.d_q, B.d_q, A.d_s, A.ld, B.d_s, B.ld, d, m, n, t, g, d_sizes};
+    CUDA_CHECK(cudaMemset(d, 0xFF, d_elems * 4));
+    CUDA_CHECK(fp8gemm::launch_fp8_grouped_gemm_wgrad(p, cfg, 0));
+    p.d = d2;
+    CUDA_CHECK(cudaMemset(d2, 0xFF, d_elems * 4));
+    CUDA_CHECK(fp8gemm::launch_fp8_grouped_gemm_wgrad(p, cfg, 0));
+    CUDA_CHECK(cudaDeviceSynchronize());
+    CUDA_CHECK(cudaMemcpy(h.data(), d, d_elems * 4, cudaMemcpyDeviceToHost));
+    CUDA_CHECK(cudaMemcpy(h2.data(), d2, d_elems * 4, cudaMemcpyDeviceToHost));
+    Checker c;
+    long long nonzero_empty = 0;
+    for (int gi = 0; gi < g; ++gi) {
+      const float* out = &h[static_cast<size_t>(gi) * m * n];
+      if (kb0[gi] == kb1[gi]) {  // empty group: every element exactly zero (all of them, always)
+        for (size_t e = 0; e < static_cast<size_t>(m) * n; ++e) nonzero_empty += out[e] != 0.0f;
+        continue;
+      }
+      for (size_t i = 0; i < rows.size(); ++i)
+        for (size_t j = 0; j < cols.size(); ++j)
+          c.add(out[static_cast<size_t>(rows[i]) * n + cols[j]], ref[(gi * rows.size() + i) * cols.size() + j]);
+    }
+    char what[200];
+    std::snprintf(what, sizeof(what), "k-grouped M=%d N=%d T=%d G=%d [%s] %s %s", m, n, t, g, sz.c_str(),
+                  cfg_name(cfg).c_str(), full ? "full" : "sampled");
+    c.finish(what);
+    if (nonzero_empty) {
+      std::printf("  %-64s FAIL %lld non-zero elements in empty groups\n", what, nonzero_empty);
+      ++g_failures;
+    }
+    if (std::memcmp(h.data(), h2.data(), d_elems * 4) != 0) {
+      std::printf("  %-64s FAIL not deterministic\n", what);
+      ++g_failures;
+    }
+  }
+  cudaFree(d);
+  cudaFree(d2);
+  cudaFree(d_sizes);
+  A.free_device();
+  B.free_device();
+}
+
+void test_rejections() {
+  const GemmConfig ok{128, 128, 0, 0, 1};
+  WgradGemmProblem p{reinterpret_cast<void*>(256), reinterpret_cast<void*>(256), reinterpret_cast<float*>(256), 128,
+                     reinterpret_cast<float*>(256), 128, reinterpret_cast<float*>(256), 128, 128, 256};
+  struct Case { const char* what; WgradGemmProblem p; GemmConfig cfg; };
+  std::vector<Case> cases;
+  auto with = [&](auto f) { WgradGemmProblem q = p; f(q); return q; };
+  cases.push_back({"multicast 2", p, GemmConfig{128, 128, 0, 0, 2}});
+  cases.push_back({"uncompiled tile", p, GemmConfig{128, 144, 0, 0, 1}});
+  cases.push_back({"one stage", p, GemmConfig{128, 128, 1, 0, 1}});
+  cases.push_back({"T % 16", with([](WgradGemmProblem& q) { q.t = 200; }), ok});
+  cases.push_back({"T == 0", with([](WgradGemmProblem& q) { q.t = 0; }), ok});
+  cases.push_back({"N % 4", with([](WgradGemmProblem& q) { q.n = 126; }), ok});
+  cases.push_back({"sfa_ld < M", with([](WgradGemmProblem& q) { q.sfa_ld = 64; }), ok});
+  cases.push_back({"sfb_ld % 4", with([](WgradGemmProblem& q) { q.sfb_ld = 130; }), ok});
+  for (const Case& c : cases) {
+    const cudaError_t err = fp8gemm::launch_fp8_gemm_wgrad(c.p, c.cfg, 0);
+    if (err != cudaErrorInvalidValue) {
+      std::printf("  rejection %-40s FAIL (got %s)\n", c.what, cudaGetErrorName(err));
+      ++g_failures;
+    }
+  }
+  GroupedWgradGemmProblem gp{p.a, p.b, p.sfa, p.sfa_ld, p.sfb, p.sfb_ld, p.d, 128, 128, 256, 2, nullptr};
+  if (fp8gemm::launch_fp8_grouped_gemm_wgrad(gp, ok, 0) != cudaErrorInvalidValue) {
+    std::printf("  rejection %-40s FAIL\n", "null group sizes");
+    ++g_failures;
+  }
+  (void)cudaGetLastError();
+  std::printf("  rejections: %zu cases checked\n", cases.size() + 1);
+}
+
+// ------------------------------------------------------------------------------------------------
+// Timing
+// ------------------------------------------------------------------------------------------------
+struct Timer {
+  void* flush = nullptr;
+  size_t flush_bytes = size_t(256) << 20;
+  Timer() { CUDA_CHECK(cudaMalloc(&flush, flush_bytes)); }
+  ~Timer() { cudaFree(flush); }
+  template <class F>
+  double median_ms(F launch, int runs) {
+    cudaEvent_t e0, e1;
+    CUDA_CHECK(cudaEventCreate(&e0));
+    CUDA_CHECK(cudaEventCreate(&e1));
+    for (int i = 0; i < 2; ++i) CUDA_CHECK(launch());
+    std::vector<float> ms;
+    for (int i = 0; i < runs; ++i) {
+      CUDA_CHECK(cudaMemsetAsync(flush, i & 0xFF, flush_bytes, 0));
+      CUDA_CHECK(cudaEventRecord(e0, 0));
+      CUDA_CHECK(launch());
+      CUDA_CHECK(cudaEventRecord(e1, 0));
+      CUDA_CHECK(cudaEventSynchronize(e1));
+      float t = 0;
+      CUDA_CHECK(cudaEventElapsedTime(&t, e0, e1));
+      ms.push_back(t);
+    }
+    cudaEventDestroy(e0);
+    cudaEventDestroy(e1);
+    std::sort(ms.begin(), ms.end());
+    return ms[ms.size() / 2];
+  }
+};
+
+// Device-only operands for timing (random bytes; values are irrelevant to the timing, scales 1).
+struct DeviceOperand {
+  uint8_t* q = nullptr;
+  float* s = nullptr;
+  int ld = 0;
+  DeviceOperand(int rows, int t) {
+    ld = (rows + 3) / 4 * 4;
+    const size_t bytes = static_cast<size_t>(rows) * t;
+    std::vector<uint8_t> h(bytes);
+    for (size_t i = 0; i < bytes; ++i) h[i] = random_e4m3(mix(9, i, rows));
+    CUDA_CHECK(cudaMalloc(&q, bytes));
+    CUDA_CHECK(cudaMemcpy(q, h.data(), bytes, cudaMemcpyHostToDevice));
+    const size_t ns = static_cast<size_t>(cdiv(t, 128)) * ld;
+    std::vector<float> hs(ns, 1.0f);
+    CUDA_CHECK(cudaMalloc(&s, ns * 4));
+    CUDA_CHECK(cudaMemcpy(s, hs.data(), ns * 4, cudaMemcpyHostToDevice));
+  }
+  ~DeviceOperand() {
+    cudaFree(q);
+    cudaFree(s);
+  }
+};
+
+void bench(int runs) {
+  Timer timer;
+  std::printf("\nbest per case (median of %d runs, L2 flushed; DeepGEMM reference: ~1092 dense, ~1044 k-grouped)\n",
+              runs);
+  struct Dense { int m, n, t; };
+  for (const Dense& c : {Dense{7168, 7168, 4096}, Dense{7168, 7168, 8192}, Dense{4096, 7168, 4096},
+                         Dense{4096, 7168, 8192}}) {
+    DeviceOperand A(c.m, c.t), B(c.n, c.t);
+    float* d;
+    CUDA_CHECK(cudaMalloc(&d, static_cast<size_t>(c.m) * c.n * 4));
+    const double flops = 2.0 * c.m * c.n * c.t;
+    double best = 0;
+    std::string best_cfg;
+    for (const fp8gemm::CompiledTile& tile : fp8gemm::kCompiledWgradTiles) {
+      if (tile.block_m != 128) continue;
+      const GemmConfig cfg{tile.block_m, tile.block_n, 0, 0, 1};
+      WgradGemmProblem p{A.q, B.q, A.s, A.ld, B.s, B.ld, d, c.m, c.n, c.t};
+      const double ms = timer.median_ms([&] { return fp8gemm::launch_fp8_gemm_wgrad(p, cfg, 0); }, runs);
+      const double tflops = flops / ms / 1e9;
+      std::printf("  dense     M=%d N=%d T=%d  %-22s %8.3f ms %7.1f TFLOP/s\n", c.m, c.n, c.t, cfg_name(cfg).c_str(),
+                  ms, tflops);
+      if (tflops > best) best = tflops, best_cfg = cfg_name(cfg);
+    }
+    std::printf("  => dense M=%d N=%d T=%d best %.1f TFLOP/s (%s)\n", c.m, c.n, c.t, best, best_cfg.c_str());
+    cudaFree(d);
+  }
+  {
+    const int m = 4096, n = 7168, g = 8, per = 4096, t = g * per;
+    DeviceOperand A(m, t), B(n, t);
+    float* d;
+    CUDA_CHECK(cudaMalloc(&d, static_cast<size_t>(g) * m * n * 4));
+    int* d_sizes;
+    std::vector<int> sizes(g, per);
+    CUDA_CHECK(cudaMalloc(&d_sizes, g * 4));
+    CUDA_CHECK(cudaMemcpy(d_sizes, sizes.data(), g * 4, cudaMemcpyHostToDevice));
+    const double flops = 2.0 * m * n * t;
+    double best = 0;
+    std::string best_cfg;
+    for (const fp8gemm::CompiledTile& tile : fp8gemm::kCompiledWgradTiles) {
+      if (tile.block_m != 128) continue;
+      const GemmConfig cfg{tile.block_m, tile.block_n, 0, 0, 1};
+      GroupedWgradGemmProblem p{A.q, B.q, A.s, A.ld, B.s, B.ld, d, m, n, t, g, d_sizes};
+      const double ms = timer.median_ms([&] { return fp8gemm::launch_fp8_grouped_gemm_wgrad(p, cfg, 0); }, runs);
+      const double tflops = flops / ms / 1e9;
+      std::printf("  k-grouped G=%d x %d tokens M=%d N=%d  %-22s %8.3f ms %7.1f TFLOP/s\n", g, per, m, n,
+                  cfg_name(cfg).c_str(), ms, tflops);
+      if (tflops > best) best = tflops, best_cfg = cfg_name(cfg);
+    }
+    std::printf("  => k-grouped G=%d x %d M=%d N=%d best %.1f TFLOP/s (%s)\n", g, per, m, n, best, best_cfg.c_str());
+    cudaFree(d);
+    cudaFree(d_sizes);
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  bool small = false, no_bench = false;
+  int runs = 20;
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg == "--small") small = true;
+    else if (arg == "--no-bench") no_bench = true;
+    else if (arg.rfind("--seed=", 0) == 0) g_seed = std::strtoull(arg.c_str() + 7, nullptr, 10);
+    else if (arg.rfind("--runs=", 0) == 0) runs = std::max(1, std::atoi(arg.c_str() + 7));
+    else {
+      std::fprintf(stderr, "unknown argument %s\n", arg.c_str());
+      return 2;
+    }
+  }
+  std::printf("wgrad standalone test, seed %llu\n", static_cast<unsigned long long>(g_seed));
+  test_rejections();
+
+  // Dense: full checks on small shapes (partial k-block, ragged M / N edges), sampled on big ones.
+  test_dense(200, 264, 400, true);  // T % 128 != 0, M % 64 != 0, N % 112 / 128 != 0
+  test_dense(64, 128, 128, true);
+  test_dense(72, 16, 16, true);     // one partial k-block, N smaller than a tile
+  // k-grouped: uneven padded sizes incl. empty groups (first, middle, last), G = 1, a tail of
+  // unused tokens, sizes running past T (cut), M not a multiple of 64 (the masked row epilogue).
+  test_grouped(136, 144, 1024, {256, 0, 128, 384, 0}, true);
+  test_grouped(130, 40, 512, {512}, true);             // G = 1, all tokens
+  test_grouped(64, 128, 640, {0, 128, 0}, true);       // tail tokens unused
+  test_grouped(100, 96, 384, {256, 256, 128}, true);   // runs past T: last group cut to nothing
+  if (!small) {
+    test_dense(1000, 2056, 1040, false);
+    test_dense(4096, 7168, 4096, false);
+    test_grouped(520, 776, 4096, {1024, 0, 128, 1152, 256, 0, 768, 640}, false);
+    test_grouped(4096, 7168, 8 * 1024, {1024, 1024, 1024, 1024, 1024, 1024, 1024, 1024}, false);
+    std::vector<int> many(33, 128);
+    for (int i = 0; i < 33; i += 4) many[i] = 0;
+    test_grouped(256, 384, 33 * 128, many, false);
+    if (!no_bench) bench(runs);
+  }
+  std::printf("%s: %d failure(s)\n", g_failures ? "FAILED" : "PASSED", g_failures);
+  return g_failures ? 1 : 0;
+}
