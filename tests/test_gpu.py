@@ -231,13 +231,14 @@ g, m, n, k = 4, 512, 256, 512
 a, a_s = fg.quantize_rowwise(jax.random.normal(key, (m, k)))
 b, b_s = fg.quantize_blockwise(jax.random.normal(jax.random.key(1), (g, n, k)))
 am, am_s = fg.quantize_rowwise(jax.random.normal(key, (g, 64, k)))
+w2, w2_s = fg.quantize_blockwise(jax.random.normal(jax.random.key(2), (128, n)))
 
 @jax.jit
 def step(sizes, masked_m):
     y = fg.grouped_gemm(a, a_s, b, b_s, sizes, out_dtype=jnp.float32)
     z = fg.grouped_gemm_masked(am, am_s, b, b_s, masked_m, out_dtype=jnp.float32)
     x, x_s = fg.quantize_rowwise(y)
-    return y, z, fg.gemm(x, x_s, b[0], b_s[0], out_dtype=jnp.float32)
+    return y, z, fg.gemm(x, x_s, w2, w2_s, out_dtype=jnp.float32)
 
 text = step.lower(jnp.zeros((g,), jnp.int32), jnp.zeros((g,), jnp.int32)).compile().as_text()
 print("COMMAND_BUFFER" if "command_buffer" in text else "NO_COMMAND_BUFFER")
