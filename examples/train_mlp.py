@@ -7,16 +7,19 @@ both loss curves and step times, and saves a PNG of the curves (--plot).
 """
 
 import argparse
-import time
+import os
+import sys
 
 import jax
 import jax.numpy as jnp
 import numpy as np
-import optax
 from flax import nnx
 
 import jax_fp8gemm as fg
 from jax_fp8gemm import flax as fgf
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from ab_training import report, train  # noqa: E402
 
 
 class MLPStack(nnx.Module):
@@ -31,28 +34,6 @@ class MLPStack(nnx.Module):
         for up, down in zip(self.ups, self.downs):
             x = x + down(jax.nn.gelu(up(self.norm(x))))
         return x
-
-
-def train(fp8, args, data):
-    model = MLPStack(args.d_model, args.d_ff, args.layers, fp8, nnx.Rngs(0))
-    opt = nnx.Optimizer(model, optax.adamw(args.lr), wrt=nnx.Param)
-
-    @nnx.jit
-    def step(model, opt, x, y):
-        def loss_fn(m):
-            return jnp.mean((m(x).astype(jnp.float32) - y) ** 2)
-        loss, grads = nnx.value_and_grad(loss_fn)(model)
-        opt.update(model, grads)
-        return loss
-
-    losses, times = [], []
-    for i in range(args.steps):
-        x, y = data[i % len(data)]
-        t0 = time.perf_counter()
-        loss = float(step(model, opt, x, y))
-        times.append(time.perf_counter() - t0)
-        losses.append(loss)
-    return np.array(losses), float(np.median(times[5:] if len(times) > 10 else times))
 
 
 def make_data(args):
@@ -80,27 +61,10 @@ def main():
     args = p.parse_args()
     print(f"path: {'sm_90a kernels' if fg.kernels_enabled() else 'jnp reference'}; {args}")
     data = make_data(args)
-    l8, t8 = train(True, args, data)
-    lb, tb = train(False, args, data)
-    for i in list(range(0, args.steps, max(1, args.steps // 10))) + [args.steps - 1]:
-        print(f"step {i:4d}  fp8 {l8[i]:.5f}  bf16 {lb[i]:.5f}")
-    final8, finalb = l8[-10:].mean(), lb[-10:].mean()
-    print(f"final loss (mean of last 10): fp8 {final8:.5f}  bf16 {finalb:.5f}  "
-          f"rel. diff {abs(final8 - finalb) / finalb:.2%}")
-    print(f"step time: fp8 {t8 * 1e3:.2f} ms  bf16 {tb * 1e3:.2f} ms  speedup {tb / t8:.2f}x")
-    try:
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-        plt.figure(figsize=(7, 4))
-        plt.plot(l8, label="fp8 (jax_fp8gemm)")
-        plt.plot(lb, label="bf16")
-        plt.yscale("log"); plt.xlabel("step"); plt.ylabel("loss"); plt.legend()
-        plt.title(f"MLP d_model={args.d_model} d_ff={args.d_ff}")
-        plt.savefig(args.plot, dpi=100)
-        print(f"saved {args.plot}")
-    except ImportError:
-        pass
+    l8, t8 = train(MLPStack(args.d_model, args.d_ff, args.layers, True, nnx.Rngs(0)), data, args.steps, args.lr)
+    lb, tb = train(MLPStack(args.d_model, args.d_ff, args.layers, False, nnx.Rngs(0)), data, args.steps,
+                   args.lr)
+    report(l8, t8, lb, tb, args.plot, f"MLP d_model={args.d_model} d_ff={args.d_ff}")
 
 
 if __name__ == "__main__":

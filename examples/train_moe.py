@@ -8,16 +8,19 @@ jax.lax.ragged_dot. Prints both loss curves and step times and saves a PNG of th
 """
 
 import argparse
-import time
+import os
+import sys
 
 import jax
 import jax.numpy as jnp
 import numpy as np
-import optax
 from flax import nnx
 
 import jax_fp8gemm as fg
 from jax_fp8gemm import flax as fgf
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from ab_training import report, train  # noqa: E402
 
 
 class Block(nnx.Module):
@@ -27,27 +30,6 @@ class Block(nnx.Module):
 
     def __call__(self, x):
         return x + self.moe(self.norm(x))
-
-
-def train(fp8, args, data):
-    model = Block(args, fp8, nnx.Rngs(0))
-    opt = nnx.Optimizer(model, optax.adamw(args.lr), wrt=nnx.Param)
-
-    @nnx.jit
-    def step(model, opt, x, y):
-        def loss_fn(m):
-            return jnp.mean((m(x).astype(jnp.float32) - y) ** 2)
-        loss, grads = nnx.value_and_grad(loss_fn)(model)
-        opt.update(model, grads)
-        return loss
-
-    losses, times = [], []
-    for i in range(args.steps):
-        x, y = data[i % len(data)]
-        t0 = time.perf_counter()
-        losses.append(float(step(model, opt, x, y)))
-        times.append(time.perf_counter() - t0)
-    return np.array(losses), float(np.median(times[5:] if len(times) > 10 else times))
 
 
 def main():
@@ -68,26 +50,10 @@ def main():
     for k in jax.random.split(kd, 8):
         x = jax.random.normal(k, (args.tokens, args.d_model))
         data.append((x.astype(jnp.bfloat16), x + jnp.sin(x @ teacher)))
-    l8, t8 = train(True, args, data)
-    lb, tb = train(False, args, data)
-    for i in list(range(0, args.steps, max(1, args.steps // 10))) + [args.steps - 1]:
-        print(f"step {i:4d}  fp8 {l8[i]:.5f}  bf16 {lb[i]:.5f}")
-    f8, fb = l8[-10:].mean(), lb[-10:].mean()
-    print(f"final loss (mean of last 10): fp8 {f8:.5f}  bf16 {fb:.5f}  rel. diff {abs(f8 - fb) / fb:.2%}")
-    print(f"step time: fp8 {t8 * 1e3:.2f} ms  bf16 {tb * 1e3:.2f} ms  speedup {tb / t8:.2f}x")
-    try:
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-        plt.figure(figsize=(7, 4))
-        plt.plot(l8, label="fp8 (jax_fp8gemm)")
-        plt.plot(lb, label="bf16")
-        plt.yscale("log"); plt.xlabel("step"); plt.ylabel("loss"); plt.legend()
-        plt.title(f"MoE {args.experts} experts top-{args.top_k}, d_model={args.d_model}")
-        plt.savefig(args.plot, dpi=100)
-        print(f"saved {args.plot}")
-    except ImportError:
-        pass
+    l8, t8 = train(Block(args, True, nnx.Rngs(0)), data, args.steps, args.lr)
+    lb, tb = train(Block(args, False, nnx.Rngs(0)), data, args.steps, args.lr)
+    report(l8, t8, lb, tb, args.plot,
+           f"MoE {args.experts} experts top-{args.top_k}, d_model={args.d_model}")
 
 
 if __name__ == "__main__":

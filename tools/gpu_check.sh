@@ -37,9 +37,7 @@ if has build; then
   fi
   so=$(cd /tmp && $PY -c "import jax_fp8gemm._cuda as c; print(c.__file__)")
   note "registers / spills (ptxas):"
-  grep -E "Compiling entry|Function properties|registers|spill" "$OUT/build.log" \
-    | sed -E 's/.*ptxas info *: *//' | grep -E "registers|spill|Compiling" \
-    | paste - - - 2>/dev/null | sed -E 's/Compiling entry function//' | cut -c1-220 >> "$summary"
+  $PY tools/ptxas_report.py "$OUT/build.log" >> "$summary"
   cuobjdump -sass "$so" > /tmp/sass.txt
   note "SASS: QGMMA=$(grep -c QGMMA /tmp/sass.txt) UTMALDG=$(grep -c UTMALDG /tmp/sass.txt)" \
        "UTMASTG=$(grep -c UTMASTG /tmp/sass.txt) STSM=$(grep -c STSM /tmp/sass.txt)" \

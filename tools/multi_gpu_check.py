@@ -27,11 +27,11 @@ mesh = jax.make_mesh((n,), ("x",), axis_types=(AxisType.Auto,))
 one = jax.devices()[0]
 print(f"{n} x {one.device_kind}; kernels enabled: {fg.kernels_enabled()}")
 key = jax.random.split(jax.random.key(0), 4)
-m, nn, k, g = 4096, 4096, 7168, 8
+m, nn, k, g = (4096, 4096, 7168, 8) if fg.kernels_enabled() else (512, 256, 512, 8)
 a, a_s = fg.quantize_rowwise(jax.random.normal(key[0], (m, k), jnp.bfloat16))
 b, b_s = fg.quantize_blockwise(jax.random.normal(key[1], (nn, k), jnp.bfloat16))
 bg, bg_s = fg.quantize_blockwise(jax.random.normal(key[2], (g, nn, k), jnp.bfloat16))
-sizes = jnp.asarray([700, 300, 0, 900, 512, 488, 1000, 196], jnp.int32)
+sizes = jnp.asarray([700, 300, 0, 900, 512, 488, 1000, 196], jnp.int32) * m // 4096
 
 
 def put(x, spec):

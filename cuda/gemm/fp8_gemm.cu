@@ -77,11 +77,15 @@ const KernelEntry* registry() {
   return table;
 }
 
-int find_entry(int block_m, int block_n, OutDtype out) {
-  const KernelEntry* t = registry();
-  for (int i = 0; i < kNumEntries; ++i)
-    if (t[i].block_m == block_m && t[i].block_n == block_n && t[i].out == out) return i;
+// Index of the (block_m, block_n, out) kernel in a registry table, or -1 if not compiled.
+int find_in(const KernelEntry* table, int count, int block_m, int block_n, OutDtype out) {
+  for (int i = 0; i < count; ++i)
+    if (table[i].block_m == block_m && table[i].block_n == block_n && table[i].out == out) return i;
   return -1;
+}
+
+int find_entry(int block_m, int block_n, OutDtype out) {
+  return find_in(registry(), kNumEntries, block_m, block_n, out);
 }
 
 constexpr int kNumGroupedEntries = 2 * kNumCompiledGroupedTiles;
@@ -95,10 +99,7 @@ const KernelEntry* grouped_registry() {
 }
 
 int find_grouped_entry(int block_m, int block_n, OutDtype out) {
-  const KernelEntry* t = grouped_registry();
-  for (int i = 0; i < kNumGroupedEntries; ++i)
-    if (t[i].block_m == block_m && t[i].block_n == block_n && t[i].out == out) return i;
-  return -1;
+  return find_in(grouped_registry(), kNumGroupedEntries, block_m, block_n, out);
 }
 
 // Wgrad kernels: entry 2*i = dense, 2*i+1 = k-grouped, for tile i of FP8GEMM_COMPILED_WGRAD_TILES.
