@@ -160,9 +160,11 @@ def _time_torch_scaled_mm(torch, m, n, k, reps):
     for _ in range(reps):
         a = torch.randn(m, k, device="cuda").to(torch.float8_e4m3fn)
         b = torch.randn(n, k, device="cuda").to(torch.float8_e4m3fn)
-        sa = torch.rand(k // 128, m, device="cuda").t()  # [M, K/128], column-major
-        sb = torch.rand(k // 128, n // 128, device="cuda").t()  # [N/128, K/128] column-major
-        sets.append((a, b.t(), sa, sb.t()))
+        # torch checks (a, scale_a) as 1x128: [M, K/128] with strides (1, M); and (b.T, scale_b.T)
+        # as 128x128: scale_b.T [N/128, K/128] row-major, i.e. scale_b [K/128, N/128] strides (1, K/128).
+        sa = torch.rand(k // 128, m, device="cuda").t()
+        sb = torch.rand(n // 128, k // 128, device="cuda").t()
+        sets.append((a, b.t(), sa, sb))
     fn = lambda a, b, sa, sb: torch._scaled_mm(a, b, sa, sb, out_dtype=torch.bfloat16)
     return time_torch(fn, sets)
 
