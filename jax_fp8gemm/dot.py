@@ -17,13 +17,16 @@ cotangents are typed like their primals (_like_primal).
 
 from __future__ import annotations
 
+import functools
+
 import jax
 import jax.numpy as jnp
 import numpy as np
 
 from .gemm import gemm
 from .grouped import grouped_gemm
-from .quantize import quantize_blockwise, quantize_rowwise
+from .quantize import (quantize_blockwise, quantize_blockwise_transpose, quantize_rowwise,
+                       quantize_rowwise_transpose)
 from .wgrad import gemm_wgrad, grouped_gemm_wgrad
 
 _ALIGN = 16
@@ -38,31 +41,31 @@ def _pad_to(x, axis, multiple=_ALIGN):
     return jnp.pad(x, pad)
 
 
-def _varying(x) -> frozenset:
-    mat = getattr(jax.typeof(x), "manual_axis_type", None)
+def _varying(aval) -> frozenset:
+    mat = getattr(aval, "manual_axis_type", None)
     return frozenset(getattr(mat, "varying", ()) or ())
 
 
-def _like_primal(ct, primal):
-    """Types a cotangent like its primal, as custom_vjp requires.
+def _like_primal(ct, primal_type):
+    """Types a cotangent like its primal (given by its aval), as custom_vjp requires.
 
     On a mesh with Explicit axes the cotangent takes the primal's sharding (the gradient keeps the
     layout of its parameter). Inside shard_map (check_vma), it must vary over exactly the manual
     axes its primal varies over: it is summed over the axes only it varies over (the transpose of
     using an invariant operand, e.g. replicated weights, with varying data) and marked varying
     over the axes only the primal varies over. Elsewhere this is the identity."""
-    sharding = jax.typeof(primal).sharding
+    sharding = primal_type.sharding
     if (getattr(sharding.mesh, "_any_axis_explicit", False)
             and jax.typeof(ct).sharding.spec != sharding.spec):
         ct = jax.sharding.reshard(ct, sharding)
-    ct_axes, primal_axes = _varying(ct), _varying(primal)
+    ct_axes, primal_axes = _varying(jax.typeof(ct)), _varying(primal_type)
     extra = tuple(a for a in ct_axes if a not in primal_axes)
     if extra:
         ct = jax.lax.psum(ct, extra)
     missing = tuple(a for a in primal_axes if a not in ct_axes)
     if missing:
         ct = jax.lax.pcast(ct, missing, to="varying")
-    return ct
+    return ct.astype(primal_type.dtype)
 
 
 def _out_dtype(*xs):
@@ -70,50 +73,62 @@ def _out_dtype(*xs):
     return jnp.float32 if dtype == jnp.float32 else jnp.bfloat16
 
 
-def _fp8_matmul_nt(x2, w_nk, out_dtype):
-    """x2 [M, K] @ w_nk [N, K].T, both quantized here (x 1x128, w 128x128)."""
+def _grad_dtype(x):
+    """dgrad's output: bf16 for a bf16 input (what bf16 autodiff gives), else float32."""
+    return jnp.bfloat16 if x.dtype == jnp.bfloat16 else jnp.float32
+
+
+# ------------------------------------------------------------------ fp8_dot
+# Forward, for a call that is not differentiated: nothing to keep for a backward pass.
+def _forward(x2, w):
     a, a_s = quantize_rowwise(_pad_to(x2, -1))
-    b, b_s = quantize_blockwise(_pad_to(w_nk, -1))
-    return gemm(a, a_s, b, b_s, out_dtype=out_dtype)
+    b, b_s = quantize_blockwise(_pad_to(w.T, -1))
+    return gemm(a, a_s, b, b_s, out_dtype=_out_dtype(x2, w))
 
 
-def _wgrad(lhs_t, rhs_t):
-    """lhs_t [P, T] @ rhs_t [Q, T].T contracted over tokens T, both 1x128 along T; FP32."""
-    lhs_t, rhs_t = _pad_to(lhs_t, -1), _pad_to(rhs_t, -1)
-    a, a_s = quantize_rowwise(lhs_t)
-    b, b_s = quantize_rowwise(rhs_t)
-    return gemm_wgrad(a, a_s, b, b_s)
-
-
-@jax.custom_vjp
 def fp8_dot(x: jax.Array, w: jax.Array) -> jax.Array:
     """x [..., K] @ w [K, N] with FP8 operands and FP32 accumulation; differentiable in both.
 
     The output is float32 when both inputs are float32, else bfloat16.
     """
-    return _fp8_dot_fwd(x, w)[0]
-
-
-def _fp8_dot_fwd(x, w):
     _check_dot(x, w)
-    x2 = x.reshape(-1, x.shape[-1])
-    y = _fp8_matmul_nt(x2, w.T, _out_dtype(x, w))
-    return y.reshape(*x.shape[:-1], w.shape[1]), (x, w)
+    return _fp8_dot(x, w, jax.typeof(x), jax.typeof(w))
 
 
-def _fp8_dot_bwd(res, dy):
-    x, w = res
-    x2 = x.reshape(-1, x.shape[-1])
-    dy2 = dy.reshape(-1, dy.shape[-1])
-    # dgrad: dy [M, N] @ w [K, N].T, the weight quantized in its other orientation.
-    dx = _fp8_matmul_nt(dy2, w, jnp.float32)[:, : x.shape[-1]]
+@functools.partial(jax.custom_vjp, nondiff_argnums=(2, 3))
+def _fp8_dot(x, w, x_type, w_type):
+    y = _forward(x.reshape(-1, x.shape[-1]), w)
+    return y.reshape(*x.shape[:-1], w.shape[1])
+
+
+def _fp8_dot_fwd(x, w, x_type, w_type):
+    # One pass over each input gives the forward operand and the one the backward pass needs:
+    # x in 1x128 groups along K (forward) and along tokens (wgrad); w in 128x128 blocks as [N, K]
+    # (forward) and [K, N] (dgrad). Only the FP8 copies are kept for the backward pass.
+    k, n = w.shape
+    x2 = x.reshape(-1, k)
+    tokens = x2.shape[0]
+    a, a_s, xt, xt_s = quantize_rowwise_transpose(_pad_to(_pad_to(x2, -1), 0))
+    wq, wq_s, b, b_s = quantize_blockwise_transpose(_pad_to(_pad_to(w, 0), 1))
+    y = gemm(a, a_s, b, b_s, out_dtype=_out_dtype(x, w))[:tokens, :n]
+    return y.reshape(*x.shape[:-1], n), (xt, xt_s, wq, wq_s)
+
+
+def _fp8_dot_bwd(x_type, w_type, res, dy):
+    xt, xt_s, wq, wq_s = res
+    k, n = w_type.shape
+    dy2 = dy.reshape(-1, n)
+    tokens = dy2.shape[0]
+    # dy in 1x128 groups along N (dgrad) and along tokens (wgrad), one pass.
+    d, d_s, dt, dt_s = quantize_rowwise_transpose(_pad_to(_pad_to(dy2, -1), 0))
+    # dgrad: dy [M, N] @ w [K, N].T, the weight blocks in their other orientation.
+    dx = gemm(d, d_s, wq, wq_s, out_dtype=_grad_dtype(dy))[:tokens, :k]
     # wgrad: x.T [K, M] @ dy.T [N, M].T, both grouped along the token axis M.
-    dw = _wgrad(x2.T, dy2.T)
-    dx = _like_primal(dx.reshape(x.shape), x)
-    return dx.astype(x.dtype), _like_primal(dw, w).astype(w.dtype)
+    dw = gemm_wgrad(xt, xt_s, dt, dt_s)[:k, :n]
+    return _like_primal(dx.reshape(x_type.shape), x_type), _like_primal(dw, w_type)
 
 
-fp8_dot.defvjp(_fp8_dot_fwd, _fp8_dot_bwd)
+_fp8_dot.defvjp(_fp8_dot_fwd, _fp8_dot_bwd)
 
 
 def _check_dot(x, w):
@@ -151,36 +166,41 @@ def dot_general(lhs, rhs, dimension_numbers, precision=None, preferred_element_t
 
 
 # ------------------------------------------------------------------ ragged_dot drop-in
-@jax.custom_vjp
 def _ragged(lhs, rhs, group_sizes):
-    return _ragged_fwd(lhs, rhs, group_sizes)[0]
+    return _ragged_vjp(lhs, rhs, group_sizes, jax.typeof(lhs), jax.typeof(rhs))
 
 
-def _ragged_fwd(lhs, rhs, group_sizes):
-    out_dtype = _out_dtype(lhs, rhs)
+@functools.partial(jax.custom_vjp, nondiff_argnums=(3, 4))
+def _ragged_vjp(lhs, rhs, group_sizes, lhs_type, rhs_type):
     a, a_s = quantize_rowwise(_pad_to(lhs, -1))
     b, b_s = quantize_blockwise(_pad_to(jnp.swapaxes(rhs, 1, 2), -1))  # [G, N, K]
-    y = grouped_gemm(a, a_s, b, b_s, group_sizes, out_dtype=out_dtype)
-    return y, (lhs, rhs, group_sizes)
+    return grouped_gemm(a, a_s, b, b_s, group_sizes, out_dtype=_out_dtype(lhs, rhs))
 
 
-def _ragged_bwd(res, dy):
-    lhs, rhs, group_sizes = res
-    k = lhs.shape[-1]
+def _ragged_fwd(lhs, rhs, group_sizes, lhs_type, rhs_type):
+    # As fp8_dot: lhs quantized along K (forward) and along tokens (wgrad), rhs blocks as
+    # [G, N, K] (forward) and [G, K, N] (dgrad), each in one pass; the FP8 copies are kept.
+    m, n = lhs.shape[0], rhs.shape[2]
+    a, a_s, lt, lt_s = quantize_rowwise_transpose(_pad_to(_pad_to(lhs, -1), 0))
+    rq, rq_s, b, b_s = quantize_blockwise_transpose(_pad_to(_pad_to(rhs, 1), 2))
+    y = grouped_gemm(a, a_s, b, b_s, group_sizes, out_dtype=_out_dtype(lhs, rhs))[:m, :n]
+    return y, (lt, lt_s, rq, rq_s, group_sizes)
+
+
+def _ragged_bwd(lhs_type, rhs_type, res, dy):
+    lt, lt_s, rq, rq_s, group_sizes = res
+    m, k = lhs_type.shape
+    n = rhs_type.shape[2]
+    d, d_s, dt, dt_s = quantize_rowwise_transpose(_pad_to(_pad_to(dy, -1), 0))
     # dgrad: row r of dy times rhs[g(r)] [K, N] read as [N'=K, K'=N] blockwise.
-    a, a_s = quantize_rowwise(_pad_to(dy, -1))
-    b, b_s = quantize_blockwise(_pad_to(rhs, -1))
-    dlhs = grouped_gemm(a, a_s, b, b_s, group_sizes, out_dtype=jnp.float32)[:, :k]
+    dlhs = grouped_gemm(d, d_s, rq, rq_s, group_sizes, out_dtype=_grad_dtype(dy))[:m, :k]
     # wgrad: per group, lhs_g.T [K, M_g] @ dy_g [M_g, N], 1x128 along tokens.
-    la, la_s = quantize_rowwise(_pad_to(lhs.T, -1))
-    da, da_s = quantize_rowwise(_pad_to(dy.T, -1))
-    drhs = grouped_gemm_wgrad(la, la_s, da, da_s, group_sizes)
+    drhs = grouped_gemm_wgrad(lt, lt_s, dt, dt_s, group_sizes)[:, :k, :n]
     no_grad = np.zeros(group_sizes.shape, dtype=jax.dtypes.float0)  # integer input
-    dlhs, drhs = _like_primal(dlhs, lhs), _like_primal(drhs, rhs)
-    return dlhs.astype(lhs.dtype), drhs.astype(rhs.dtype), no_grad
+    return _like_primal(dlhs, lhs_type), _like_primal(drhs, rhs_type), no_grad
 
 
-_ragged.defvjp(_ragged_fwd, _ragged_bwd)
+_ragged_vjp.defvjp(_ragged_fwd, _ragged_bwd)
 
 
 def ragged_dot(lhs, rhs, group_sizes, precision=None, preferred_element_type=None, **kwargs):

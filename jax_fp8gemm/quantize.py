@@ -42,10 +42,17 @@ def _rowwise_specs(layout, shape):
     return spec(*dims), spec(*dims)
 
 
-def _blockwise_specs(layout, shape):
+def _blockwise_dims(layout, shape):
+    """Mesh axes per dimension of data [..., N, K]: leading axes as proposed, N and K in whole
+    128-element groups."""
     dims = [layout.take(0, d, shape[d]) for d in range(len(shape) - 2)]
     dims.append(layout.take(0, len(shape) - 2, shape[-2], GROUP))
     dims.append(layout.take(0, len(shape) - 1, shape[-1], GROUP))
+    return dims
+
+
+def _blockwise_specs(layout, shape):
+    dims = _blockwise_dims(layout, shape)
     return spec(*dims), spec(*dims)
 
 
@@ -136,6 +143,79 @@ def quantize_blockwise(w: jax.Array, *, pow2_scale: bool = False) -> tuple[jax.A
     """
     q, s = quantize_blockwise_p.bind(jnp.asarray(w), pow2_scale=bool(pow2_scale))
     return q, s
+
+
+# ---------------------------------------------------------------- fused quantize + transpose
+def _transpose_factors(shape, *, blockwise):
+    r = _sharding.Rule()
+    lead = _sharding.leading("l", len(shape) - 2)
+    rows, rb = r.blocked("r", shape[-2])
+    cols, cb = r.blocked("c", shape[-1])
+    s, st = ([rb, cb], [cb, rb]) if blockwise else ([rows, cb], [cols, rb])
+    return r, lead + [rows, cols], [lead + [rows, cols], lead + s, lead + [cols, rows], lead + st]
+
+
+def _transpose_partition():
+    def rule(x, *, blockwise, **_):
+        r, data, outs = _transpose_factors(x.shape, blockwise=blockwise)
+        return r.build([data], outs)
+
+    def plan(layout, x, **_):
+        # Scales follow their data: s like x, qt and st transposed (R and C in whole groups).
+        *lead, rows, cols = _blockwise_dims(layout, x.shape)
+        straight, transposed = spec(*lead, rows, cols), spec(*lead, cols, rows)
+        return Plan(in_specs=(straight,), out_specs=(straight, straight, transposed, transposed),
+                    local=lambda run, x: run(x))
+
+    return _sharding.Partition(rule, plan)
+
+
+def _transpose_shapes(x_shape, blockwise):
+    t_shape = (*x_shape[:-2], x_shape[-1], x_shape[-2])
+    scale = _checks.blockwise_scale_shape if blockwise else _checks.rowwise_scale_shape
+    return ((x_shape, FP8), (scale(x_shape), jnp.float32), (t_shape, FP8),
+            (scale(t_shape), jnp.float32))
+
+
+def _transpose_abstract(x, *, pow2_scale, blockwise):
+    op = "quantize_blockwise_transpose" if blockwise else "quantize_rowwise_transpose"
+    _checks.dtype_in(op, "x", x, _checks.FLOAT_INPUTS)
+    _checks.rank(op, "x", x, 2, "[..., R, C]", at_least=True)
+    return tuple(ShapedArray(shape, dtype) for shape, dtype in _transpose_shapes(x.shape, blockwise))
+
+
+def _transpose_kernel(x, *, pow2_scale, blockwise):
+    out = tuple(jax.ShapeDtypeStruct(shape, dtype)
+                for shape, dtype in _transpose_shapes(x.shape, blockwise))
+    return jax.ffi.ffi_call("fp8gemm_quantize_transpose", out)(
+        x, pow2_scale=pow2_scale, blockwise=blockwise)
+
+
+def _transpose_reference(x, *, pow2_scale, blockwise):
+    if blockwise:
+        return reference.quantize_blockwise_transpose(x, pow2_scale)
+    return reference.quantize_rowwise_transpose(x, pow2_scale)
+
+
+quantize_transpose_p = _primitive.define(
+    "quantize_transpose", abstract_eval=_transpose_abstract, reference=_transpose_reference,
+    kernel=_transpose_kernel, batching_rule=_primitive.batch_leading_axes, multiple_results=True,
+    partition=_transpose_partition())
+
+
+def quantize_rowwise_transpose(x: jax.Array, *, pow2_scale: bool = False):
+    """x [..., R, C] -> (q, s, qt, st) in one pass over x (the fused kernel on Hopper):
+    q, s = quantize_rowwise(x) and qt, st = quantize_rowwise(x^T) (qt [..., C, R], 1x128 groups
+    along R). Training uses both: q for the forward/dgrad GEMM, qt for the weight gradient."""
+    return tuple(quantize_transpose_p.bind(jnp.asarray(x), pow2_scale=bool(pow2_scale),
+                                           blockwise=False))
+
+
+def quantize_blockwise_transpose(w: jax.Array, *, pow2_scale: bool = False):
+    """w [..., R, C] -> (q, s, qt, st) in one pass: q, s = quantize_blockwise(w) and
+    qt, st = quantize_blockwise(w^T), which are q^T and s^T (the forward and the dgrad operand)."""
+    return tuple(quantize_transpose_p.bind(jnp.asarray(w), pow2_scale=bool(pow2_scale),
+                                           blockwise=True))
 
 
 # ---------------------------------------------------------------- dequantize (for checks)

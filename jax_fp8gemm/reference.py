@@ -87,6 +87,21 @@ def quantize_blockwise(w: jax.Array, pow2_scale: bool = False) -> tuple[jax.Arra
     return q[..., :n, :k], s
 
 
+def quantize_rowwise_transpose(x: jax.Array, pow2_scale: bool = False):
+    """x [..., R, C] -> (q, s) = quantize_rowwise(x) and (qt, st) = quantize_rowwise(x^T): the
+    row-wise operand and the transposed one (1x128 groups along R) of one tensor."""
+    q, s = quantize_rowwise(x, pow2_scale)
+    qt, st = quantize_rowwise(jnp.swapaxes(x, -1, -2), pow2_scale)
+    return q, s, qt, st
+
+
+def quantize_blockwise_transpose(w: jax.Array, pow2_scale: bool = False):
+    """w [..., R, C] -> (q, s) = quantize_blockwise(w) and its transpose (qt, st) = (q^T, s^T),
+    which is quantize_blockwise(w^T): a 128x128 block has one scale in either orientation."""
+    q, s = quantize_blockwise(w, pow2_scale)
+    return q, s, jnp.swapaxes(q, -1, -2), jnp.swapaxes(s, -1, -2)
+
+
 def dequantize_rowwise(q: jax.Array, s: jax.Array) -> jax.Array:
     """Inverse of quantize_rowwise, in float32."""
     scale = jnp.repeat(s, GROUP, axis=-1)[..., : q.shape[-1]]

@@ -150,6 +150,23 @@ def quantize_layouts():
 
 
 @check
+def quantize_transpose_layouts():
+    """The fused quantize + transpose keeps the sharding: the transposed outputs carry the input's
+    axes swapped, with no communication."""
+    x = randn((4, 256, 512))
+    for fn in (fg.quantize_rowwise_transpose, fg.quantize_blockwise_transpose):
+        f = jax.jit(fn)
+        for spec in (P("x"), P(None, "x", "y"), P("y", None, "x")):
+            outs = run(f, put(x, spec))
+            for got, want in zip(outs, fn(x)):
+                same(got, want)
+            lead, r, c = tuple(spec) + (None,) * (3 - len(spec))
+            assert spec_of(outs[0]) == spec_of(put(x, spec)), (spec, outs[0].sharding)
+            assert spec_of(outs[2]) == (lead, c, r), (spec, outs[2].sharding)
+            assert_hlo(f, put(x, spec))
+
+
+@check
 def quantize_group_split_is_replicated():
     """K = 512 over 8 shards is 64 per shard: a 128-group would straddle devices, so K is
     gathered (the one layout here that needs it) and the result is still exact."""

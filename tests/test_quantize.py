@@ -141,11 +141,32 @@ def test_jit_and_vmap(rng):
     np.testing.assert_array_equal(np.asarray(deq_r), np.asarray(fg.dequantize_rowwise(q, s)))
 
 
+@pytest.mark.parametrize("blockwise", [False, True])
+def test_quantize_transpose_is_both_orientations(rng, blockwise):
+    """The fused op's transposed outputs quantize x^T (along the other axis), the straight ones x;
+    under vmap each batch element is the op on that element."""
+    x = randn(rng, (3, 200, 300), jnp.bfloat16)
+    fused = fg.quantize_blockwise_transpose if blockwise else fg.quantize_rowwise_transpose
+    single = fg.quantize_blockwise if blockwise else fg.quantize_rowwise
+    q, s, qt, st = jax.jit(fused)(x)
+    want = (*single(x), *single(jnp.swapaxes(x, 1, 2)))
+    assert qt.shape == (3, 300, 200)
+    for got, ref in zip((q, s, qt, st), want):
+        np.testing.assert_array_equal(np.asarray(got, np.float32), np.asarray(ref, np.float32))
+    qv = jax.vmap(fused)(x)
+    for got, ref in zip(qv, fused(x[1])):
+        np.testing.assert_array_equal(np.asarray(got[1], np.float32), np.asarray(ref, np.float32))
+
+
 @pytest.mark.parametrize("fn,arg,exc,words", [
     (fg.quantize_rowwise, jnp.zeros((4, 128), jnp.int32), TypeError, ["quantize_rowwise", "x", "int32"]),
     (fg.quantize_rowwise, jnp.float32(1.0), ValueError, ["quantize_rowwise", "x", "rank"]),
     (fg.quantize_blockwise, jnp.zeros((128,), jnp.float32), ValueError, ["quantize_blockwise", "w", "[..., N, K]"]),
     (fg.quantize_blockwise, jnp.zeros((128, 128), jnp.float8_e4m3fn), TypeError, ["w", "float8_e4m3fn"]),
+    (fg.quantize_rowwise_transpose, jnp.zeros((128,), jnp.bfloat16), ValueError,
+     ["quantize_rowwise_transpose", "x", "[..., R, C]"]),
+    (fg.quantize_blockwise_transpose, jnp.zeros((8, 8), jnp.int8), TypeError,
+     ["quantize_blockwise_transpose", "x", "int8"]),
 ])
 def test_quantize_errors(fn, arg, exc, words):
     with pytest.raises(exc) as info:

@@ -56,6 +56,30 @@ ffi::Error QuantizeBlockwise(cudaStream_t stream, ffi::AnyBuffer x,
       "quantize_blockwise launch");
 }
 
+ffi::Error QuantizeTranspose(cudaStream_t stream, ffi::AnyBuffer x,
+                             ffi::Result<ffi::AnyBuffer> q, ffi::Result<ffi::Buffer<ffi::F32>> s,
+                             ffi::Result<ffi::AnyBuffer> qt, ffi::Result<ffi::Buffer<ffi::F32>> st,
+                             bool pow2_scale, bool blockwise) {
+  auto dtype = input_dtype(x);
+  if (dtype.has_error()) return dtype.error();
+  const auto dims = x.dimensions();
+  if (dims.size() < 2) return invalid("quantize_transpose: x must have rank >= 2");
+  const int64_t rows = dims[dims.size() - 2], cols = dims.back();
+  const int64_t batch = ffi_util::leading_size(dims, 2);
+  for (auto* out : {&q, &qt})
+    if ((*out)->element_type() != ffi::F8E4M3FN || (*out)->element_count() != x.element_count())
+      return invalid("quantize_transpose: q and qt must be float8_e4m3fn with x's element count");
+  const int64_t s_count = blockwise ? cdiv(rows, kGroup) * cdiv(cols, kGroup) : rows * cdiv(cols, kGroup);
+  const int64_t st_count = blockwise ? s_count : cols * cdiv(rows, kGroup);
+  if (s->element_count() != batch * s_count || st->element_count() != batch * st_count)
+    return invalid("quantize_transpose: s / st hold the wrong number of scales");
+  return ffi_util::cuda_error(
+      launch_quantize_transpose(x.untyped_data(), dtype.value(), blockwise, batch, rows, cols,
+                                pow2_scale, q->untyped_data(), s->typed_data(),
+                                qt->untyped_data(), st->typed_data(), stream),
+      "quantize_transpose launch");
+}
+
 }  // namespace
 
 XLA_FFI_DEFINE_HANDLER_SYMBOL(kQuantizeRowwise, QuantizeRowwise,
@@ -74,6 +98,19 @@ XLA_FFI_DEFINE_HANDLER_SYMBOL(kQuantizeBlockwise, QuantizeBlockwise,
                                   .Ret<ffi::AnyBuffer>()
                                   .Ret<ffi::Buffer<ffi::F32>>()
                                   .Attr<bool>("pow2_scale"),
+                              {ffi::Traits::kCmdBufferCompatible});
+
+
+XLA_FFI_DEFINE_HANDLER_SYMBOL(kQuantizeTranspose, QuantizeTranspose,
+                              ffi::Ffi::Bind()
+                                  .Ctx<ffi::PlatformStream<cudaStream_t>>()
+                                  .Arg<ffi::AnyBuffer>()
+                                  .Ret<ffi::AnyBuffer>()
+                                  .Ret<ffi::Buffer<ffi::F32>>()
+                                  .Ret<ffi::AnyBuffer>()
+                                  .Ret<ffi::Buffer<ffi::F32>>()
+                                  .Attr<bool>("pow2_scale")
+                                  .Attr<bool>("blockwise"),
                               {ffi::Traits::kCmdBufferCompatible});
 
 }  // namespace fp8gemm

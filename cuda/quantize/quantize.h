@@ -21,4 +21,13 @@ cudaError_t launch_quantize_blockwise(const void* x, InDtype dtype, int64_t batc
                                       int64_t k, bool pow2_scale, void* q, float* s,
                                       cudaStream_t stream);
 
+// Fused quantize + transpose, x [batch, rows, cols] -> q [batch, rows, cols] and its transpose
+// qt [batch, cols, rows], e4m3, in one pass (quantize_transpose.cu):
+//   row-wise (blockwise = false): q, s = rowwise(x)   s  [batch, rows, cdiv(cols, 128)]
+//                                 qt, st = rowwise(x^T) st [batch, cols, cdiv(rows, 128)]
+//   blockwise: q, s = blockwise(x) s [batch, cdiv(rows,128), cdiv(cols,128)]; qt = q^T, st = s^T.
+cudaError_t launch_quantize_transpose(const void* x, InDtype dtype, bool blockwise, int64_t batch,
+                                      int64_t rows, int64_t cols, bool pow2_scale, void* q,
+                                      float* s, void* qt, float* st, cudaStream_t stream);
+
 }  // namespace fp8gemm

@@ -1,0 +1,100 @@
+// Device math shared by the quantization kernels (quantize.cu, quantize_transpose.cu): the scale
+// rule and the e4m3 conversion of quantize.h, and 8-element vector loads. Bitwise the math of
+// jax_fp8gemm/reference.py.
+#pragma once
+#include <cfloat>
+#include <cstdint>
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_fp8.h>
+
+namespace fp8gemm {
+namespace quant {
+
+constexpr int kGroup = 128;                       // elements that share one scale along an axis
+constexpr float kInvE4M3Max = 1.0f / 448.0f;      // 448 = largest finite e4m3fn value
+constexpr int kVec = 8;                           // elements per thread and load: 16 B of bf16/f16
+constexpr int kThreadsPerGroup = kGroup / kVec;   // 16: half a warp covers one 128-wide group
+
+__device__ __forceinline__ float to_float(float v) { return v; }
+__device__ __forceinline__ float to_float(__nv_bfloat16 v) { return __bfloat162float(v); }
+__device__ __forceinline__ float to_float(__half v) { return __half2float(v); }
+
+// Elements of an 8-wide chunk starting at col that lie before `end` (0..8).
+__device__ __forceinline__ int chunk_valid(int64_t col, int64_t end) {
+  const int64_t left = end - col;
+  return left <= 0 ? 0 : (left >= kVec ? kVec : int(left));
+}
+
+// Max of magnitudes that propagates NaN like XLA's max (fmaxf would drop it).
+__device__ __forceinline__ float nan_max(float a, float b) { return (b > a || b != b) ? b : a; }
+
+// reference.py: scale_from_amax. FLT_MIN floor keeps an all-zero group finite (q = 0, not NaN).
+__device__ __forceinline__ float scale_from_amax(float amax, bool pow2) {
+  float s = amax * kInvE4M3Max;
+  s = s < FLT_MIN ? FLT_MIN : s;  // a NaN compares false and stays NaN
+  if (pow2) {
+    uint32_t bits = __float_as_uint(s);
+    const bool finite = (bits & 0x7F800000u) != 0x7F800000u;
+    if (finite && (bits & 0x007FFFFFu)) bits = (bits + 0x00800000u) & 0xFF800000u;  // 2^ceil(log2 s)
+    s = __uint_as_float(bits);
+  }
+  return s;
+}
+
+// The 8 16-bit values of a packed 16-byte chunk, as floats.
+template <typename T>
+__device__ __forceinline__ void unpack(const uint4& raw, float (&v)[kVec]) {
+  const T* e = reinterpret_cast<const T*>(&raw);
+#pragma unroll
+  for (int i = 0; i < kVec; ++i) v[i] = to_float(e[i]);
+}
+
+// Loads up to kVec elements starting at p (count valid), zero-filling the rest.
+// kAligned: the 8 elements are in bounds and 16-byte aligned, so one vector load does.
+template <typename T, bool kAligned>
+__device__ __forceinline__ void load_vec(const T* p, int valid, float (&v)[kVec]) {
+  if constexpr (kAligned) {
+    if constexpr (sizeof(T) == 4) {
+      const float4 lo = __ldg(reinterpret_cast<const float4*>(p));
+      const float4 hi = __ldg(reinterpret_cast<const float4*>(p) + 1);
+      v[0] = lo.x; v[1] = lo.y; v[2] = lo.z; v[3] = lo.w;
+      v[4] = hi.x; v[5] = hi.y; v[6] = hi.z; v[7] = hi.w;
+    } else {
+      unpack<T>(__ldg(reinterpret_cast<const uint4*>(p)), v);
+    }
+  } else {
+#pragma unroll
+    for (int i = 0; i < kVec; ++i) v[i] = i < valid ? to_float(p[i]) : 0.0f;
+  }
+}
+
+// Converts v * inv to e4m3 with saturation (satfinite == reference's clip(-448, 448) then cast;
+// NaN stays NaN). inv = 1/s, IEEE-divided once per group: a product with the reciprocal rather
+// than a division per element, because XLA turns x / broadcast(s) into exactly this, so the
+// reference agrees bitwise on every backend.
+__device__ __forceinline__ void to_e4m3(const float (&v)[kVec], float inv, uint8_t (&out)[kVec]) {
+#pragma unroll
+  for (int i = 0; i < kVec; i += 2) {
+    const __nv_fp8x2_storage_t pair = __nv_cvt_float2_to_fp8x2(
+        make_float2(__fmul_rn(v[i], inv), __fmul_rn(v[i + 1], inv)), __NV_SATFINITE, __NV_E4M3);
+    out[i] = pair & 0xFF;
+    out[i + 1] = pair >> 8;
+  }
+}
+
+// Quantizes v with scale s and stores up to kVec bytes (kAligned: all 8, 8-byte aligned).
+template <bool kAligned>
+__device__ __forceinline__ void store_vec(uint8_t* q, int valid, const float (&v)[kVec], float s) {
+  uint8_t out[kVec];
+  to_e4m3(v, 1.0f / s, out);
+  if constexpr (kAligned) {
+    *reinterpret_cast<uint2*>(q) = *reinterpret_cast<const uint2*>(out);
+  } else {
+#pragma unroll
+    for (int i = 0; i < kVec; ++i)
+      if (i < valid) q[i] = out[i];
+  }
+}
+}  // namespace quant
+}  // namespace fp8gemm
