@@ -1,4 +1,9 @@
-"""Small runs of every kernel-backed op, for compute-sanitizer (tools/gpu_check.sh)."""
+"""Small runs of every kernel-backed op, for compute-sanitizer (tools/gpu_check.sh).
+
+    python tools/sanitize_small.py [quantize]   (quantize: the quantization kernels only, for racecheck)
+"""
+
+import sys
 
 import jax
 import jax.numpy as jnp
@@ -11,6 +16,15 @@ for shape in [(3, 200), (2, 130, 136), (5, 4)]:
         x = jax.random.normal(key, shape, jnp.float32).astype(dtype)
         jax.block_until_ready(fg.quantize_rowwise(x, pow2_scale=True))
         jax.block_until_ready(fg.quantize_blockwise(x))
+        if len(shape) > 1:  # partial tiles both ways, unaligned rows of the transposed output
+            jax.block_until_ready(fg.quantize_rowwise_transpose(x, pow2_scale=True))
+            jax.block_until_ready(fg.quantize_blockwise_transpose(x))
+if sys.argv[1:] == ["quantize"]:
+    x = jax.random.normal(key, (256, 384), jnp.float32).astype(jnp.bfloat16)  # aligned paths
+    jax.block_until_ready(fg.quantize_rowwise_transpose(x))
+    jax.block_until_ready(fg.quantize_blockwise_transpose(x))
+    print("sanitize_small: done")
+    sys.exit(0)
 for m, n, k in [(1, 16, 128), (130, 264, 400), (64, 160, 144)]:
     a, a_s = fg.quantize_rowwise(jax.random.normal(key, (m, k)))
     b, b_s = fg.quantize_blockwise(jax.random.normal(key, (n, k)))
