@@ -22,79 +22,29 @@
 //     for big ones).
 //   * two runs must be bitwise identical.
 // Exit code: 0 iff every check passed.
-#include <cuda_bf16.h>
 #include <cuda_fp8.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
-#include <atomic>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <functional>
+#include <optional>
 #include <set>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "gemm/fp8_gemm.h"
+#include "harness_common.cuh"
 
 using fp8gemm::GemmConfig;
 using fp8gemm::GemmProblem;
 using fp8gemm::OutDtype;
 
-#define CUDA_CHECK(expr)                                                                      \
-  do {                                                                                        \
-    cudaError_t err_ = (expr);                                                                \
-    if (err_ != cudaSuccess) {                                                                \
-      std::fprintf(stderr, "CUDA error %s at %s:%d: %s\n", cudaGetErrorName(err_), __FILE__, \
-                   __LINE__, cudaGetErrorString(err_));                                       \
-      std::exit(2);                                                                           \
-    }                                                                                         \
-  } while (0)
-
 namespace {
 
-int cdiv(int a, int b) { return (a + b - 1) / b; }
-
-// ------------------------------------------------------------------------------------------------
-// Small utilities
-// ------------------------------------------------------------------------------------------------
-
-struct Rng {  // splitmix64
-  uint64_t s;
-  explicit Rng(uint64_t seed) : s(seed * 0x9E3779B97F4A7C15ull + 0x632BE59BD9B4E019ull) {}
-  uint64_t next() {
-    uint64_t z = (s += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-  }
-  float uniform() { return static_cast<float>(next() >> 40) * (1.0f / 16777216.0f); }  // [0, 1)
-  float symmetric() { return 2.0f * uniform() - 1.0f; }                               // [-1, 1)
-};
-
-void parallel_for(int n, const std::function<void(int)>& fn) {
-  const int num_threads = std::max(1, std::min<int>(n, static_cast<int>(std::thread::hardware_concurrency())));
-  std::atomic<int> next{0};
-  std::vector<std::thread> threads;
-  for (int t = 0; t < num_threads; ++t)
-    threads.emplace_back([&]() {
-      for (int i = next.fetch_add(1); i < n; i = next.fetch_add(1)) fn(i);
-    });
-  for (auto& th : threads) th.join();
-}
-
-float g_fp8_lut[256];
-void init_fp8_lut() {
-  for (int i = 0; i < 256; ++i) {
-    __nv_fp8_e4m3 v;
-    v.__x = static_cast<__nv_fp8_storage_t>(i);
-    g_fp8_lut[i] = static_cast<float>(v);
-  }
-}
 uint8_t to_fp8(float x) { return static_cast<uint8_t>(__nv_fp8_e4m3(x).__x); }
 
 // ------------------------------------------------------------------------------------------------
@@ -121,11 +71,11 @@ void generate(HostData& h, int m, int n, int k, uint64_t seed) {
   // A: 1x128 groups. Row magnitude 2^[-6, 6) and a per-group factor in [0.25, 1].
   parallel_for(m, [&](int row) {
     Rng rng(seed * 1000003ull + static_cast<uint64_t>(row));
-    const float row_mag = std::ldexp(1.0f, static_cast<int>(rng.uniform() * 12.0f) - 6);
+    const float row_mag = std::ldexp(1.0f, static_cast<int>(rng.uniform_f32() * 12.0f) - 6);
     float tmp[128];
     for (int g = 0; g < kb_count; ++g) {
       const int k0 = g * 128, len = std::min(128, k - k0);
-      const float mag = row_mag * (0.25f + 0.75f * rng.uniform());
+      const float mag = row_mag * (0.25f + 0.75f * rng.uniform_f32());
       float amax = 0.f;
       for (int i = 0; i < len; ++i) {
         tmp[i] = rng.symmetric() * mag;
@@ -142,7 +92,7 @@ void generate(HostData& h, int m, int n, int k, uint64_t seed) {
   parallel_for(h.nb * h.kb, [&](int blk) {
     const int bn = blk / kb_count, bk = blk % kb_count;
     Rng rng(seed * 7919ull + 0x5555ull + static_cast<uint64_t>(blk));
-    const float mag = std::ldexp(1.0f, static_cast<int>(rng.uniform() * 12.0f) - 6);
+    const float mag = std::ldexp(1.0f, static_cast<int>(rng.uniform_f32() * 12.0f) - 6);
     const int n0 = bn * 128, n1 = std::min(n, n0 + 128);
     const int k0 = bk * 128, k1 = std::min(k, k0 + 128);
     std::vector<float> tmp(static_cast<size_t>(n1 - n0) * (k1 - k0));
@@ -165,14 +115,7 @@ struct DeviceData {
   void *d = nullptr, *d2 = nullptr;  // output and the determinism re-run
   size_t d_bytes = 0;
   void upload(const HostData& h) {
-    CUDA_CHECK(cudaMalloc(&a, std::max<size_t>(h.a.size(), 16)));
-    CUDA_CHECK(cudaMalloc(&b, std::max<size_t>(h.b.size(), 16)));
-    CUDA_CHECK(cudaMalloc(&sfa, h.sfa.size() * sizeof(float)));
-    CUDA_CHECK(cudaMalloc(&sfb, h.sfb.size() * sizeof(float)));
-    CUDA_CHECK(cudaMemcpy(a, h.a.data(), h.a.size(), cudaMemcpyHostToDevice));
-    CUDA_CHECK(cudaMemcpy(b, h.b.data(), h.b.size(), cudaMemcpyHostToDevice));
-    CUDA_CHECK(cudaMemcpy(sfa, h.sfa.data(), h.sfa.size() * sizeof(float), cudaMemcpyHostToDevice));
-    CUDA_CHECK(cudaMemcpy(sfb, h.sfb.data(), h.sfb.size() * sizeof(float), cudaMemcpyHostToDevice));
+    a = device_copy(h.a), b = device_copy(h.b), sfa = device_copy(h.sfa), sfb = device_copy(h.sfb);
     d_bytes = static_cast<size_t>(h.m) * h.n * 4;  // large enough for f32
     CUDA_CHECK(cudaMalloc(&d, d_bytes));
     CUDA_CHECK(cudaMalloc(&d2, d_bytes));
@@ -191,41 +134,14 @@ __global__ void count_nan_kernel(const void* d, size_t count, int is_bf16, unsig
   unsigned long long local = 0;
   for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < count;
        i += static_cast<size_t>(gridDim.x) * blockDim.x) {
-    float v = is_bf16 ? __bfloat162float(static_cast<const __nv_bfloat16*>(d)[i]) : static_cast<const float*>(d)[i];
-    if (!isfinite(v)) ++local;
+    if (!isfinite(load_out(d, i, is_bf16))) ++local;
   }
   if (local) atomicAdd(nan_count, local);
-}
-
-__global__ void count_mismatch_kernel(const uint8_t* x, const uint8_t* y, size_t bytes, unsigned long long* count) {
-  unsigned long long local = 0;
-  for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < bytes;
-       i += static_cast<size_t>(gridDim.x) * blockDim.x)
-    local += x[i] != y[i];
-  if (local) atomicAdd(count, local);
-}
-
-__global__ void gather_kernel(const void* d, int n, int is_bf16, const int* rows, const int* cols, int num_rows,
-                              int num_cols, float* out) {
-  const int idx = blockIdx.x * blockDim.x + threadIdx.x;
-  if (idx >= num_rows * num_cols) return;
-  const size_t off = static_cast<size_t>(rows[idx / num_cols]) * n + cols[idx % num_cols];
-  out[idx] = is_bf16 ? __bfloat162float(static_cast<const __nv_bfloat16*>(d)[off]) : static_cast<const float*>(d)[off];
 }
 
 unsigned long long device_count_nan(const void* d, size_t count, bool bf16, unsigned long long* scratch) {
   CUDA_CHECK(cudaMemset(scratch, 0, sizeof(unsigned long long)));
   count_nan_kernel<<<1024, 256>>>(d, count, bf16 ? 1 : 0, scratch);
-  CUDA_CHECK(cudaGetLastError());
-  unsigned long long h = 0;
-  CUDA_CHECK(cudaMemcpy(&h, scratch, sizeof(h), cudaMemcpyDeviceToHost));
-  return h;
-}
-
-unsigned long long device_count_mismatch(const void* x, const void* y, size_t bytes, unsigned long long* scratch) {
-  CUDA_CHECK(cudaMemset(scratch, 0, sizeof(unsigned long long)));
-  count_mismatch_kernel<<<1024, 256>>>(static_cast<const uint8_t*>(x), static_cast<const uint8_t*>(y), bytes,
-                                       scratch);
   CUDA_CHECK(cudaGetLastError());
   unsigned long long h = 0;
   CUDA_CHECK(cudaMemcpy(&h, scratch, sizeof(h), cudaMemcpyDeviceToHost));
@@ -266,16 +182,17 @@ Reference compute_reference(const HostData& h, bool full) {
   r.cols = full ? sample_indices(h.n, h.n, 2) : sample_indices(h.n, 192, 22);
   const int nr = static_cast<int>(r.rows.size()), nc = static_cast<int>(r.cols.size());
   r.values.assign(static_cast<size_t>(nr) * nc, 0.0);
+  const float* lut = fp8_lut();
   // Decode the sampled B rows once.
   std::vector<float> bdec(static_cast<size_t>(nc) * h.k);
   parallel_for(nc, [&](int j) {
     const uint8_t* src = &h.b[static_cast<size_t>(r.cols[j]) * h.k];
-    for (int kk = 0; kk < h.k; ++kk) bdec[static_cast<size_t>(j) * h.k + kk] = g_fp8_lut[src[kk]];
+    for (int kk = 0; kk < h.k; ++kk) bdec[static_cast<size_t>(j) * h.k + kk] = lut[src[kk]];
   });
   parallel_for(nr, [&](int i) {
     const int row = r.rows[i];
     std::vector<float> adec(h.k);
-    for (int kk = 0; kk < h.k; ++kk) adec[kk] = g_fp8_lut[h.a[static_cast<size_t>(row) * h.k + kk]];
+    for (int kk = 0; kk < h.k; ++kk) adec[kk] = lut[h.a[static_cast<size_t>(row) * h.k + kk]];
     for (int j = 0; j < nc; ++j) {
       const int col = r.cols[j];
       const float* bv = &bdec[static_cast<size_t>(j) * h.k];
@@ -293,30 +210,9 @@ Reference compute_reference(const HostData& h, bool full) {
   return r;
 }
 
-double calc_diff(const std::vector<float>& x, const std::vector<double>& y) {
-  double xy = 0, xx_yy = 0;
-  for (size_t i = 0; i < x.size(); ++i) {
-    xy += static_cast<double>(x[i]) * y[i];
-    xx_yy += static_cast<double>(x[i]) * x[i] + y[i] * y[i];
-  }
-  if (xx_yy == 0) return 0;
-  return 1.0 - 2.0 * xy / xx_yy;
-}
-
 // ------------------------------------------------------------------------------------------------
 // Configurations
 // ------------------------------------------------------------------------------------------------
-
-struct Variant {
-  GemmConfig cfg;
-  OutDtype out;
-  std::string name() const {
-    char buf[96];
-    std::snprintf(buf, sizeof(buf), "%dx%d %s mc%d st%d sm%d", cfg.block_m, cfg.block_n,
-                  out == OutDtype::kBF16 ? "bf16" : "f32", cfg.multicast, cfg.num_stages, cfg.num_sms);
-    return buf;
-  }
-};
 
 struct Options {
   bool small = false, quick = false, bench = true, check = true;
@@ -366,9 +262,6 @@ struct Shape {
 // Test driver
 // ------------------------------------------------------------------------------------------------
 
-int g_failures = 0;
-int g_checks = 0;
-
 void check_shape(const HostData& h, DeviceData& dd, const std::vector<Variant>& variants,
                  unsigned long long* scratch) {
   const bool full = static_cast<double>(h.m) * h.n * h.k <= 3.0e8;
@@ -389,12 +282,9 @@ void check_shape(const HostData& h, DeviceData& dd, const std::vector<Variant>& 
     if ((static_cast<long long>(h.n) * (bf16 ? 2 : 4)) % 16 != 0) continue;  // unsupported by contract
     ++g_checks;
     std::string why;
-    CUDA_CHECK(cudaMemset(dd.d, 0xFF, out_bytes));
-    CUDA_CHECK(cudaMemset(dd.d2, 0xFF, out_bytes));
-    cudaError_t err = fp8gemm::launch_fp8_gemm(make_problem(h, dd, dd.d, v.out), v.cfg, 0);
-    if (err == cudaSuccess) err = cudaDeviceSynchronize();
-    if (err == cudaSuccess) err = fp8gemm::launch_fp8_gemm(make_problem(h, dd, dd.d2, v.out), v.cfg, 0);
-    if (err == cudaSuccess) err = cudaDeviceSynchronize();
+    const cudaError_t err = run_twice(
+        [&](void* d) { return fp8gemm::launch_fp8_gemm(make_problem(h, dd, d, v.out), v.cfg, 0); }, dd.d, dd.d2,
+        out_bytes);
     double diff = -1;
     if (err != cudaSuccess) {
       why = std::string("launch/run error ") + cudaGetErrorName(err);
@@ -444,30 +334,14 @@ struct BenchRow {
 };
 
 void bench_shape(const HostData& h, DeviceData& dd, const std::vector<Variant>& variants, int runs,
-                 void* flush_buf, size_t flush_bytes, std::vector<BenchRow>& table) {
-  cudaEvent_t start, stop;
-  CUDA_CHECK(cudaEventCreate(&start));
-  CUDA_CHECK(cudaEventCreate(&stop));
+                 const L2Flush& flush, std::vector<BenchRow>& table) {
   char shape[64];
   std::snprintf(shape, sizeof(shape), "%dx%dx%d", h.m, h.n, h.k);
   for (const Variant& v : variants) {
     const GemmProblem p = make_problem(h, dd, dd.d, v.out);
     if (fp8gemm::launch_fp8_gemm(p, v.cfg, 0) != cudaSuccess) continue;
-    for (int i = 0; i < 3; ++i) CUDA_CHECK(fp8gemm::launch_fp8_gemm(p, v.cfg, 0));  // warm-up
-    CUDA_CHECK(cudaDeviceSynchronize());
-    std::vector<float> times;
-    for (int i = 0; i < runs; ++i) {
-      CUDA_CHECK(cudaMemsetAsync(flush_buf, i & 0xFF, flush_bytes, 0));  // evict A/B/D from L2
-      CUDA_CHECK(cudaEventRecord(start, 0));
-      CUDA_CHECK(fp8gemm::launch_fp8_gemm(p, v.cfg, 0));
-      CUDA_CHECK(cudaEventRecord(stop, 0));
-      CUDA_CHECK(cudaEventSynchronize(stop));
-      float ms = 0;
-      CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
-      times.push_back(ms);
-    }
-    std::sort(times.begin(), times.end());
-    const double sec = times[times.size() / 2] * 1e-3;
+    const double sec =
+        median_ms([&] { return fp8gemm::launch_fp8_gemm(p, v.cfg, 0); }, /*warmup=*/3, runs, flush) * 1e-3;
     const double flops = 2.0 * h.m * h.n * static_cast<double>(h.k);
     const double bytes = static_cast<double>(h.m) * h.k + static_cast<double>(h.n) * h.k +
                          static_cast<double>(h.m) * h.n * (v.out == OutDtype::kBF16 ? 2 : 4);
@@ -476,29 +350,19 @@ void bench_shape(const HostData& h, DeviceData& dd, const std::vector<Variant>& 
                 flops / sec * 1e-12, bytes / sec * 1e-9);
     std::fflush(stdout);
   }
-  cudaEventDestroy(start);
-  cudaEventDestroy(stop);
 }
 
 // Launcher contract: bad shapes/configs are rejected with cudaErrorInvalidValue, nothing launched.
 void check_rejections(const HostData& h, const DeviceData& dd) {
   auto expect_invalid = [&](GemmProblem p, GemmConfig c, const char* what) {
-    ++g_checks;
-    const cudaError_t err = fp8gemm::launch_fp8_gemm(p, c, 0);
-    if (err != cudaErrorInvalidValue) {
-      ++g_failures;
-      std::printf("FAIL rejection '%s': got %s\n", what, cudaGetErrorName(err));
-    }
+    expect_rejected(fp8gemm::launch_fp8_gemm(p, c, 0), what);
   };
   const GemmConfig good{128, 128, 0, 0, 1};
   GemmProblem p = make_problem(h, dd, dd.d, OutDtype::kBF16);
+  expect_shared_rejections(p, good, [](const GemmProblem& q, const GemmConfig& c) {
+    return fp8gemm::launch_fp8_gemm(q, c, 0);
+  });
   GemmProblem q = p;
-  q.k = 8;
-  expect_invalid(q, good, "K % 16 != 0");
-  q = p;
-  q.n = 4;
-  expect_invalid(q, good, "N * 2 % 16 != 0");
-  q = p;
   q.sfa_ld = (p.m + 3) / 4 * 4 + 1;  // >= M but never a multiple of 4
   expect_invalid(q, good, "sfa_ld % 4 != 0");
   q = p;
@@ -510,12 +374,6 @@ void check_rejections(const HostData& h, const DeviceData& dd) {
   c = good;
   c.multicast = 4;
   expect_invalid(p, c, "multicast 4");
-  c = good;
-  c.num_stages = 1000;
-  expect_invalid(p, c, "too many stages");
-  q = p;
-  q.a = static_cast<const uint8_t*>(p.a) + 1;
-  expect_invalid(q, good, "misaligned A");
   ++g_checks;
   if (fp8gemm::max_stages(96, 96, OutDtype::kBF16) != 0 || fp8gemm::max_stages(128, 128, OutDtype::kBF16) < 4) {
     ++g_failures;
@@ -542,16 +400,8 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
-  init_fp8_lut();
-  int dev = 0;
-  CUDA_CHECK(cudaGetDevice(&dev));
-  cudaDeviceProp prop;
-  CUDA_CHECK(cudaGetDeviceProperties(&prop, dev));
-  std::printf("device: %s, %d SMs, sm_%d%d\n", prop.name, prop.multiProcessorCount, prop.major, prop.minor);
-  for (const auto& t : fp8gemm::kCompiledTiles)
-    std::printf("compiled tile %3dx%-3d  max_stages bf16 %2d  f32 %2d\n", t.block_m, t.block_n,
-                fp8gemm::max_stages(t.block_m, t.block_n, OutDtype::kBF16),
-                fp8gemm::max_stages(t.block_m, t.block_n, OutDtype::kF32));
+  print_device();
+  print_tiles("compiled", fp8gemm::kCompiledTiles);
 
   // Shapes.
   std::vector<Shape> shapes;
@@ -597,9 +447,8 @@ int main(int argc, char** argv) {
   const std::vector<Variant> bvars = bench_variants(o);
   unsigned long long* scratch = nullptr;
   CUDA_CHECK(cudaMalloc(&scratch, sizeof(unsigned long long)));
-  const size_t flush_bytes = 512ull << 20;
-  void* flush_buf = nullptr;
-  if (o.bench) CUDA_CHECK(cudaMalloc(&flush_buf, flush_bytes));
+  std::optional<L2Flush> flush;
+  if (o.bench) flush.emplace(512ull << 20);
   std::vector<BenchRow> table;
 
   bool rejections_done = false;
@@ -615,7 +464,7 @@ int main(int argc, char** argv) {
       rejections_done = true;
     }
     if (o.check || s.bench) check_shape(h, dd, o.check ? cvars : bvars, scratch);
-    if (o.bench && s.bench) bench_shape(h, dd, bvars, o.runs, flush_buf, flush_bytes, table);
+    if (o.bench && s.bench) bench_shape(h, dd, bvars, o.runs, *flush, table);
     dd.release();
   }
 
@@ -638,7 +487,6 @@ int main(int argc, char** argv) {
     flush_best();
   }
   cudaFree(scratch);
-  if (flush_buf) cudaFree(flush_buf);
   std::printf("%d passed, %d failed\n", g_checks - g_failures, g_failures);
   return g_failures == 0 ? 0 : 1;
 }

@@ -29,53 +29,34 @@
 // Timing (default, not with --small): the SPEC's grouped shapes, even and uneven (+-30%, empty
 // groups) sizes, median over --runs runs with L2 flushed, TFLOP/s over the valid rows.
 // Exit code: 0 iff every check passed.
-#include <cuda_bf16.h>
-#include <cuda_fp8.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
-#include <atomic>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <functional>
 #include <set>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "gemm/fp8_gemm.h"
+#include "harness_common.cuh"
 
 using fp8gemm::GemmConfig;
 using fp8gemm::GroupedGemmProblem;
 using fp8gemm::OutDtype;
 
-#define CUDA_CHECK(expr)                                                                      \
-  do {                                                                                        \
-    cudaError_t err_ = (expr);                                                                \
-    if (err_ != cudaSuccess) {                                                                \
-      std::fprintf(stderr, "CUDA error %s at %s:%d: %s\n", cudaGetErrorName(err_), __FILE__, \
-                   __LINE__, cudaGetErrorString(err_));                                       \
-      std::exit(2);                                                                           \
-    }                                                                                         \
-  } while (0)
-
 namespace {
-
-int cdiv(int a, int b) { return (a + b - 1) / b; }
 
 // ------------------------------------------------------------------------------------------------
 // Deterministic data: a hash of (seed, row, col)
 // ------------------------------------------------------------------------------------------------
 
 __host__ __device__ inline uint32_t mix3(uint64_t seed, uint64_t a, uint64_t b) {
-  uint64_t z = seed ^ (a * 0x9E3779B97F4A7C15ull) ^ (b * 0xC2B2AE3D27D4EB4Full + 0x165667B19E3779F9ull);
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  z ^= z >> 31;
-  return static_cast<uint32_t>(z >> 32);
+  const uint64_t z = seed ^ (a * 0x9E3779B97F4A7C15ull) ^ (b * 0xC2B2AE3D27D4EB4Full + 0x165667B19E3779F9ull);
+  return static_cast<uint32_t>(splitmix64_mix(z) >> 32);
 }
 
 // e4m3 code with exponent field 4..11 (|v| in [2^-3, 30]), random sign and mantissa: never NaN.
@@ -123,39 +104,6 @@ __global__ void fill_sfb_kernel(float* dst, long long rows, int num_kb, uint64_t
        i += static_cast<long long>(gridDim.x) * blockDim.x)
     dst[i] = scale_value(mix3(seed, static_cast<uint64_t>(i / num_kb), static_cast<uint64_t>(i % num_kb)));
 }
-
-float g_fp8_lut[256];
-void init_fp8_lut() {
-  for (int i = 0; i < 256; ++i) {
-    __nv_fp8_e4m3 v;
-    v.__x = static_cast<__nv_fp8_storage_t>(i);
-    g_fp8_lut[i] = static_cast<float>(v);
-  }
-}
-
-void parallel_for(int n, const std::function<void(int)>& fn) {
-  const int num_threads = std::max(1, std::min<int>(n, static_cast<int>(std::thread::hardware_concurrency())));
-  std::atomic<int> next{0};
-  std::vector<std::thread> threads;
-  for (int t = 0; t < num_threads; ++t)
-    threads.emplace_back([&]() {
-      for (int i = next.fetch_add(1); i < n; i = next.fetch_add(1)) fn(i);
-    });
-  for (auto& th : threads) th.join();
-}
-
-struct Rng {  // splitmix64
-  uint64_t s;
-  explicit Rng(uint64_t seed) : s(seed * 0x9E3779B97F4A7C15ull + 0x632BE59BD9B4E019ull) {}
-  uint64_t next() {
-    uint64_t z = (s += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-  }
-  double uniform() { return static_cast<double>(next() >> 11) * (1.0 / 9007199254740992.0); }
-  int below(int n) { return static_cast<int>(next() % static_cast<uint64_t>(n)); }
-};
 
 // ------------------------------------------------------------------------------------------------
 // Cases
@@ -278,10 +226,6 @@ GroupedGemmProblem make_problem(const Case& c, const DeviceData& dd, void* d, Ou
 // Device-side whole-output checks
 // ------------------------------------------------------------------------------------------------
 
-__device__ inline float load_out(const void* d, size_t i, int is_bf16) {
-  return is_bf16 ? __bfloat162float(static_cast<const __nv_bfloat16*>(d)[i]) : static_cast<const float*>(d)[i];
-}
-
 // counts[0]: non-finite elements in owned rows; counts[1]: elements != 0 (or NaN) in rows that must
 // be zero.
 __global__ void check_rows_kernel(const void* d, long long rows, int n, int is_bf16, const uint8_t* flags,
@@ -298,21 +242,6 @@ __global__ void check_rows_kernel(const void* d, long long rows, int n, int is_b
   if (bad_zero) atomicAdd(&counts[1], bad_zero);
 }
 
-__global__ void count_mismatch_kernel(const uint8_t* x, const uint8_t* y, size_t bytes, unsigned long long* count) {
-  unsigned long long local = 0;
-  for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < bytes;
-       i += static_cast<size_t>(gridDim.x) * blockDim.x)
-    local += x[i] != y[i];
-  if (local) atomicAdd(count, local);
-}
-
-__global__ void gather_kernel(const void* d, int n, int is_bf16, const long long* rows, const int* cols, int nr,
-                              int nc, float* out) {
-  const int idx = blockIdx.x * blockDim.x + threadIdx.x;
-  if (idx >= nr * nc) return;
-  out[idx] = load_out(d, static_cast<size_t>(rows[idx / nc]) * n + cols[idx % nc], is_bf16);
-}
-
 // ------------------------------------------------------------------------------------------------
 // Host reference (float64)
 // ------------------------------------------------------------------------------------------------
@@ -323,11 +252,13 @@ struct HostRef {
   const Seeds& s;
   HostRef(const Case& cs, const Seeds& seeds) : c(cs), s(seeds) {}
   void a_row(long long row, float* out) const {
-    for (int k = 0; k < c.k; ++k) out[k] = g_fp8_lut[fp8_code(mix3(s.a, static_cast<uint64_t>(row), k))];
+    const float* lut = fp8_lut();
+    for (int k = 0; k < c.k; ++k) out[k] = lut[fp8_code(mix3(s.a, static_cast<uint64_t>(row), k))];
   }
   void b_row(int g, int col, float* out) const {
     const uint64_t r = static_cast<uint64_t>(g) * c.n + col;
-    for (int k = 0; k < c.k; ++k) out[k] = g_fp8_lut[fp8_code(mix3(s.b, r, k))];
+    const float* lut = fp8_lut();
+    for (int k = 0; k < c.k; ++k) out[k] = lut[fp8_code(mix3(s.b, r, k))];
   }
   double sfa(long long row, int kb) const { return scale_value(mix3(s.sfa, static_cast<uint64_t>(row), kb)); }
   double sfb(int g, int col, int kb) const {
@@ -345,16 +276,6 @@ struct HostRef {
     return acc;
   }
 };
-
-double calc_diff(const std::vector<float>& x, const std::vector<double>& y) {
-  double xy = 0, xx_yy = 0;
-  for (size_t i = 0; i < x.size(); ++i) {
-    xy += static_cast<double>(x[i]) * y[i];
-    xx_yy += static_cast<double>(x[i]) * x[i] + y[i] * y[i];
-  }
-  if (xx_yy == 0) return 0;
-  return 1.0 - 2.0 * xy / xx_yy;
-}
 
 // The rows and columns whose values are compared with the reference: all of them for small cases;
 // otherwise rows around group starts / ends (incl. the first rows past the clamped sum) and random
@@ -439,19 +360,8 @@ std::vector<double> reference(const Case& c, const Seeds& seeds, const RowMap& m
 // Test driver
 // ------------------------------------------------------------------------------------------------
 
-int g_failures = 0;
-int g_checks = 0;
-
-struct Variant {
-  GemmConfig cfg;
-  OutDtype out;
-  std::string name() const {
-    char buf[96];
-    std::snprintf(buf, sizeof(buf), "%dx%d %s st%d sm%d", cfg.block_m, cfg.block_n,
-                  out == OutDtype::kBF16 ? "bf16" : "f32", cfg.num_stages, cfg.num_sms);
-    return buf;
-  }
-};
+// Variant names leave out the multicast: the grouped kernels take multicast 1 only.
+constexpr bool kShowMulticast = false;
 
 std::vector<Variant> check_variants(bool bf16_only, bool shallow) {
   std::vector<Variant> v;
@@ -555,34 +465,26 @@ void check_case(const Case& c, const Seeds& seeds, DeviceData& dd, unsigned long
                 const std::vector<Variant>& variants) {
   Checker checker(c, seeds, dd, scratch);
   for (const Variant& v : variants) {
+    const std::string name = v.name(kShowMulticast);
     const bool bf16 = v.out == OutDtype::kBF16;
     if ((static_cast<long long>(c.n) * (bf16 ? 2 : 4)) % 16 != 0) continue;  // unsupported by contract
     const size_t out_bytes = static_cast<size_t>(c.rows()) * c.n * (bf16 ? 2 : 4);
     std::string why;
-    if (out_bytes) {
-      CUDA_CHECK(cudaMemset(dd.d, 0xFF, out_bytes));
-      CUDA_CHECK(cudaMemset(dd.d2, 0xFF, out_bytes));
-    }
-    cudaError_t err = fp8gemm::launch_fp8_grouped_gemm(make_problem(c, dd, dd.d, v.out), v.cfg, 0);
-    if (err == cudaSuccess) err = cudaDeviceSynchronize();
-    if (err == cudaSuccess) err = fp8gemm::launch_fp8_grouped_gemm(make_problem(c, dd, dd.d2, v.out), v.cfg, 0);
-    if (err == cudaSuccess) err = cudaDeviceSynchronize();
+    const cudaError_t err = run_twice(
+        [&](void* d) { return fp8gemm::launch_fp8_grouped_gemm(make_problem(c, dd, d, v.out), v.cfg, 0); }, dd.d,
+        dd.d2, out_bytes);
     if (err != cudaSuccess) {
-      std::printf("FAIL %-34s %-24s launch/run error %s\n", c.name.c_str(), v.name().c_str(), cudaGetErrorName(err));
+      std::printf("FAIL %-34s %-24s launch/run error %s\n", c.name.c_str(), name.c_str(), cudaGetErrorName(err));
       if (err != cudaErrorInvalidValue) std::exit(3);  // a kernel fault poisons the context
       ++g_failures, ++g_checks;
       continue;
     }
     why = checker.verify(dd.d, v.out);
     if (out_bytes) {
-      CUDA_CHECK(cudaMemset(scratch, 0, sizeof(unsigned long long)));
-      count_mismatch_kernel<<<1024, 256>>>(static_cast<const uint8_t*>(dd.d), static_cast<const uint8_t*>(dd.d2),
-                                           out_bytes, scratch);
-      unsigned long long mism = 0;
-      CUDA_CHECK(cudaMemcpy(&mism, scratch, sizeof(mism), cudaMemcpyDeviceToHost));
+      const unsigned long long mism = device_count_mismatch(dd.d, dd.d2, out_bytes, scratch);
       if (mism) why += "non-deterministic bytes: " + std::to_string(mism) + "; ";
     }
-    report(c, v.name(), why);
+    report(c, name, why);
   }
   std::printf("checked %-34s G=%-4d %s=%-6d N=%-5d K=%-5d (%s reference, %zu variants), failures so far: %d\n",
               c.name.c_str(), c.g, c.masked ? "Mmax" : "M", c.m, c.n, c.k,
@@ -629,33 +531,23 @@ void check_graph(Case c, const Seeds& seeds, DeviceData& dd, unsigned long long*
 
 // Launcher contract: bad problems / configs are rejected with cudaErrorInvalidValue.
 void check_rejections(const Case& contiguous, const Case& masked, const DeviceData& dc, const DeviceData& dm) {
+  auto launch = [](const GroupedGemmProblem& p, const GemmConfig& cfg) {
+    return fp8gemm::launch_fp8_grouped_gemm(p, cfg, 0);
+  };
   auto expect_invalid = [&](const GroupedGemmProblem& p, const GemmConfig& cfg, const char* what) {
-    ++g_checks;
-    const cudaError_t err = fp8gemm::launch_fp8_grouped_gemm(p, cfg, 0);
-    if (err != cudaErrorInvalidValue) {
-      ++g_failures;
-      std::printf("FAIL rejection '%s': got %s\n", what, cudaGetErrorName(err));
-    }
+    expect_rejected(launch(p, cfg), what);
   };
   const GemmConfig good{128, 128, 0, 0, 1};
   const GroupedGemmProblem p = make_problem(contiguous, dc, dc.d, OutDtype::kBF16);
   const GroupedGemmProblem pm = make_problem(masked, dm, dm.d, OutDtype::kBF16);
+  expect_shared_rejections(p, good, launch);
   GemmConfig cfg = good;
   cfg.multicast = 2;
   expect_invalid(p, cfg, "multicast 2");
   cfg = good;
   cfg.block_n = 112;
   expect_invalid(p, cfg, "tile not compiled for grouped");
-  cfg = good;
-  cfg.num_stages = 1000;
-  expect_invalid(p, cfg, "too many stages");
   GroupedGemmProblem q = p;
-  q.k = 8;
-  expect_invalid(q, good, "K % 16 != 0");
-  q = p;
-  q.n = 4;
-  expect_invalid(q, good, "N * 2 % 16 != 0");
-  q = p;
   q.sfa_ld = (p.m + 3) / 4 * 4 - 4;
   expect_invalid(q, good, "sfa_ld < M");
   q = pm;
@@ -667,9 +559,6 @@ void check_rejections(const Case& contiguous, const Case& masked, const DeviceDa
   q = p;
   q.num_groups = -1;
   expect_invalid(q, good, "negative G");
-  q = p;
-  q.a = static_cast<const uint8_t*>(p.a) + 1;
-  expect_invalid(q, good, "misaligned A");
   ++g_checks;
   if (fp8gemm::is_compiled_grouped(GemmConfig{128, 112, 0, 0, 1}, OutDtype::kBF16) ||
       !fp8gemm::is_compiled_grouped(GemmConfig{64, 128, 0, 0, 1}, OutDtype::kF32)) {
@@ -683,38 +572,21 @@ struct BenchRow {
   double us, tflops;
 };
 
-void bench_case(const Case& c, DeviceData& dd, int runs, void* flush_buf, size_t flush_bytes,
-                std::vector<BenchRow>& table) {
-  cudaEvent_t start, stop;
-  CUDA_CHECK(cudaEventCreate(&start));
-  CUDA_CHECK(cudaEventCreate(&stop));
+void bench_case(const Case& c, DeviceData& dd, int runs, const L2Flush& flush, std::vector<BenchRow>& table) {
   const double flops = 2.0 * static_cast<double>(RowMap(c).valid_rows()) * c.n * static_cast<double>(c.k);
   for (const auto& t : fp8gemm::kCompiledGroupedTiles) {
     const Variant v{GemmConfig{t.block_m, t.block_n, 0, 0, 1}, OutDtype::kBF16};
     const GroupedGemmProblem p = make_problem(c, dd, dd.d, v.out);
     if (fp8gemm::launch_fp8_grouped_gemm(p, v.cfg, 0) != cudaSuccess) continue;
-    for (int i = 0; i < 2; ++i) CUDA_CHECK(fp8gemm::launch_fp8_grouped_gemm(p, v.cfg, 0));  // warm-up
-    CUDA_CHECK(cudaDeviceSynchronize());
-    std::vector<float> times;
-    for (int i = 0; i < runs; ++i) {
-      CUDA_CHECK(cudaMemsetAsync(flush_buf, i & 0xFF, flush_bytes, 0));  // evict A/B/D from L2
-      CUDA_CHECK(cudaEventRecord(start, 0));
-      CUDA_CHECK(fp8gemm::launch_fp8_grouped_gemm(p, v.cfg, 0));  // zero-rows kernel + GEMM
-      CUDA_CHECK(cudaEventRecord(stop, 0));
-      CUDA_CHECK(cudaEventSynchronize(stop));
-      float ms = 0;
-      CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
-      times.push_back(ms);
-    }
-    std::sort(times.begin(), times.end());
-    const double sec = times[times.size() / 2] * 1e-3;
-    table.push_back({c.name, v.name(), sec * 1e6, flops / sec * 1e-12});
-    std::printf("  bench %-34s %-22s %9.1f us %8.1f TFLOP/s\n", c.name.c_str(), v.name().c_str(), sec * 1e6,
+    // Timed: the zero-rows kernel + the GEMM.
+    const double sec =
+        median_ms([&] { return fp8gemm::launch_fp8_grouped_gemm(p, v.cfg, 0); }, /*warmup=*/2, runs, flush) * 1e-3;
+    const std::string name = v.name(kShowMulticast);
+    table.push_back({c.name, name, sec * 1e6, flops / sec * 1e-12});
+    std::printf("  bench %-34s %-22s %9.1f us %8.1f TFLOP/s\n", c.name.c_str(), name.c_str(), sec * 1e6,
                 flops / sec * 1e-12);
     std::fflush(stdout);
   }
-  cudaEventDestroy(start);
-  cudaEventDestroy(stop);
 }
 
 // ------------------------------------------------------------------------------------------------
@@ -738,7 +610,7 @@ Case masked(const std::string& name, int mmax, int n, int k, std::vector<int> ma
 // Random sizes in [lo, hi], with some zeros.
 std::vector<int> random_sizes(Rng& rng, int g, int lo, int hi, double zero_fraction) {
   std::vector<int> s(g);
-  for (int& v : s) v = rng.uniform() < zero_fraction ? 0 : lo + rng.below(hi - lo + 1);
+  for (int& v : s) v = rng.uniform_f64() < zero_fraction ? 0 : lo + rng.below(hi - lo + 1);
   return s;
 }
 
@@ -748,7 +620,7 @@ std::vector<int> bench_sizes(int g, int avg, bool uneven, uint64_t seed) {
   std::vector<int> s(g, avg);
   if (!uneven || g == 1) return s;
   Rng rng(seed);
-  for (int& v : s) v = static_cast<int>(std::lround(avg * (0.7 + 0.6 * rng.uniform())));
+  for (int& v : s) v = static_cast<int>(std::lround(avg * (0.7 + 0.6 * rng.uniform_f64())));
   for (int i = 0; i < std::max(1, g / 8); ++i) s[rng.below(g)] = 0;
   const long long target = static_cast<long long>(g) * avg;
   long long sum = 0;
@@ -856,16 +728,8 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
-  init_fp8_lut();
-  int dev = 0;
-  CUDA_CHECK(cudaGetDevice(&dev));
-  cudaDeviceProp prop;
-  CUDA_CHECK(cudaGetDeviceProperties(&prop, dev));
-  std::printf("device: %s, %d SMs, sm_%d%d\n", prop.name, prop.multiProcessorCount, prop.major, prop.minor);
-  for (const auto& t : fp8gemm::kCompiledGroupedTiles)
-    std::printf("grouped tile %3dx%-3d  max_stages bf16 %2d  f32 %2d\n", t.block_m, t.block_n,
-                fp8gemm::max_stages(t.block_m, t.block_n, OutDtype::kBF16),
-                fp8gemm::max_stages(t.block_m, t.block_n, OutDtype::kF32));
+  print_device();
+  print_tiles("grouped", fp8gemm::kCompiledGroupedTiles);
 
   unsigned long long* scratch = nullptr;
   CUDA_CHECK(cudaMalloc(&scratch, 2 * sizeof(unsigned long long)));
@@ -897,9 +761,7 @@ int main(int argc, char** argv) {
   }
 
   if (bench) {
-    const size_t flush_bytes = 512ull << 20;
-    void* flush_buf = nullptr;
-    CUDA_CHECK(cudaMalloc(&flush_buf, flush_bytes));
+    const L2Flush flush(512ull << 20);
     std::vector<BenchRow> table;
     const std::vector<Case> cases = bench_cases(seed);
     for (size_t i = 0; i < cases.size(); ++i) {
@@ -908,10 +770,9 @@ int main(int argc, char** argv) {
       DeviceData dd;
       dd.create(c, seeds);
       check_case(c, seeds, dd, scratch, check_variants(true, /*shallow=*/false));  // the timed configs
-      bench_case(c, dd, runs, flush_buf, flush_bytes, table);
+      bench_case(c, dd, runs, flush, table);
       dd.release();
     }
-    cudaFree(flush_buf);
     std::printf("\n%-36s %-22s %10s %10s\n", "grouped case (bf16 out)", "config", "time(us)", "TFLOP/s");
     for (const BenchRow& r : table)
       std::printf("%-36s %-22s %10.1f %10.1f\n", r.label.c_str(), r.config.c_str(), r.us, r.tflops);

@@ -37,34 +37,19 @@
 #include <vector>
 
 #include "gemm/fp8_gemm.h"
+#include "harness_common.cuh"
 
 using fp8gemm::GemmConfig;
 using fp8gemm::GroupedWgradGemmProblem;
 using fp8gemm::WgradGemmProblem;
 
-#define CUDA_CHECK(expr)                                                                      \
-  do {                                                                                        \
-    cudaError_t err_ = (expr);                                                                \
-    if (err_ != cudaSuccess) {                                                                \
-      std::fprintf(stderr, "CUDA error %s at %s:%d: %s\n", cudaGetErrorName(err_), __FILE__, \
-                   __LINE__, cudaGetErrorString(err_));                                       \
-      std::exit(2);                                                                           \
-    }                                                                                         \
-  } while (0)
-
 namespace {
 
-int g_failures = 0;
 uint64_t g_seed = 1;
 
-int cdiv(int a, int b) { return (a + b - 1) / b; }
-
 uint32_t mix(uint64_t a, uint64_t b, uint64_t c) {
-  uint64_t z = g_seed ^ (a * 0x9E3779B97F4A7C15ull) ^ (b * 0xC2B2AE3D27D4EB4Full) ^ (c * 0x165667B19E3779F9ull);
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  z ^= z >> 31;
-  return static_cast<uint32_t>(z >> 32);
+  const uint64_t z = g_seed ^ (a * 0x9E3779B97F4A7C15ull) ^ (b * 0xC2B2AE3D27D4EB4Full) ^ (c * 0x165667B19E3779F9ull);
+  return static_cast<uint32_t>(splitmix64_mix(z) >> 32);
 }
 
 // e4m3fn code with exponent field 4..11 (2^-3 .. 2^4 times 1.mmm): never zero, never NaN.
@@ -100,10 +85,8 @@ struct Operand {
     s.assign(static_cast<size_t>(tb) * ld, std::nanf(""));
     for (int b = 0; b < tb; ++b)
       for (int r = 0; r < rows; ++r) s[static_cast<size_t>(b) * ld + r] = random_scale(mix(tensor + 100, r, b));
-    CUDA_CHECK(cudaMalloc(&d_q, std::max<size_t>(q.size(), 16)));
-    CUDA_CHECK(cudaMalloc(&d_s, std::max<size_t>(s.size(), 4) * 4));
-    CUDA_CHECK(cudaMemcpy(d_q, q.data(), q.size(), cudaMemcpyHostToDevice));
-    CUDA_CHECK(cudaMemcpy(d_s, s.data(), s.size() * 4, cudaMemcpyHostToDevice));
+    d_q = device_copy(q);
+    d_s = device_copy(s);
   }
   void free_device() {
     cudaFree(d_q);
@@ -202,13 +185,11 @@ void test_dense(int m, int n, int t, bool full) {
     for (size_t j = 0; j < cols.size(); ++j) ref[i * cols.size() + j] = reference(A, B, rows[i], cols[j], 0, cdiv(t, 128));
 
   for (const GemmConfig& cfg : configs(full && m * n < (1 << 16))) {
-    WgradGemmProblem p{A.d_q, B.d_q, A.d_s, A.ld, B.d_s, B.ld, d, m, n, t};
-    CUDA_CHECK(cudaMemset(d, 0xFF, d_elems * 4));
-    CUDA_CHECK(fp8gemm::launch_fp8_gemm_wgrad(p, cfg, 0));
-    p.d = d2;
-    CUDA_CHECK(cudaMemset(d2, 0xFF, d_elems * 4));
-    CUDA_CHECK(fp8gemm::launch_fp8_gemm_wgrad(p, cfg, 0));
-    CUDA_CHECK(cudaDeviceSynchronize());
+    auto launch = [&](void* out) {
+      const WgradGemmProblem p{A.d_q, B.d_q, A.d_s, A.ld, B.d_s, B.ld, static_cast<float*>(out), m, n, t};
+      return fp8gemm::launch_fp8_gemm_wgrad(p, cfg, 0);
+    };
+    CUDA_CHECK(run_twice(launch, d, d2, d_elems * 4));
     CUDA_CHECK(cudaMemcpy(h.data(), d, d_elems * 4, cudaMemcpyDeviceToHost));
     CUDA_CHECK(cudaMemcpy(h2.data(), d2, d_elems * 4, cudaMemcpyDeviceToHost));
     Checker c;
@@ -248,9 +229,7 @@ void test_grouped(int m, int n, int t, const std::vector<int>& sizes, bool full)
     kb1[i] = static_cast<int>(std::min<long long>(prefix + blocks, nkb));
     prefix = std::min<long long>(prefix + blocks, nkb);
   }
-  int* d_sizes;
-  CUDA_CHECK(cudaMalloc(&d_sizes, std::max(g, 1) * 4));
-  CUDA_CHECK(cudaMemcpy(d_sizes, sizes.data(), g * 4, cudaMemcpyHostToDevice));
+  int* d_sizes = device_copy(sizes);
   const size_t d_elems = static_cast<size_t>(g) * m * n;
   float *d, *d2;
   CUDA_CHECK(cudaMalloc(&d, d_elems * 4));
@@ -267,13 +246,12 @@ void test_grouped(int m, int n, int t, const std::vector<int>& sizes, bool full)
   for (int i = 0; i < g && i < 8; ++i) sz += (i ? "," : "") + std::to_string(sizes[i]);
   if (g > 8) sz += ",...";
   for (const GemmConfig& cfg : configs(full && m * n < (1 << 16))) {
-    GroupedWgradGemmProblem p{A.d_q, B.d_q, A.d_s, A.ld, B.d_s, B.ld, d, m, n, t, g, d_sizes};
-    CUDA_CHECK(cudaMemset(d, 0xFF, d_elems * 4));
-    CUDA_CHECK(fp8gemm::launch_fp8_grouped_gemm_wgrad(p, cfg, 0));
-    p.d = d2;
-    CUDA_CHECK(cudaMemset(d2, 0xFF, d_elems * 4));
-    CUDA_CHECK(fp8gemm::launch_fp8_grouped_gemm_wgrad(p, cfg, 0));
-    CUDA_CHECK(cudaDeviceSynchronize());
+    auto launch = [&](void* out) {
+      const GroupedWgradGemmProblem p{A.d_q, B.d_q, A.d_s, A.ld, B.d_s, B.ld, static_cast<float*>(out),
+                                      m, n, t, g, d_sizes};
+      return fp8gemm::launch_fp8_grouped_gemm_wgrad(p, cfg, 0);
+    };
+    CUDA_CHECK(run_twice(launch, d, d2, d_elems * 4));
     CUDA_CHECK(cudaMemcpy(h.data(), d, d_elems * 4, cudaMemcpyDeviceToHost));
     CUDA_CHECK(cudaMemcpy(h2.data(), d2, d_elems * 4, cudaMemcpyDeviceToHost));
     Checker c;
@@ -342,35 +320,6 @@ void test_rejections() {
 // ------------------------------------------------------------------------------------------------
 // Timing
 // ------------------------------------------------------------------------------------------------
-struct Timer {
-  void* flush = nullptr;
-  size_t flush_bytes = size_t(256) << 20;
-  Timer() { CUDA_CHECK(cudaMalloc(&flush, flush_bytes)); }
-  ~Timer() { cudaFree(flush); }
-  template <class F>
-  double median_ms(F launch, int runs) {
-    cudaEvent_t e0, e1;
-    CUDA_CHECK(cudaEventCreate(&e0));
-    CUDA_CHECK(cudaEventCreate(&e1));
-    for (int i = 0; i < 2; ++i) CUDA_CHECK(launch());
-    std::vector<float> ms;
-    for (int i = 0; i < runs; ++i) {
-      CUDA_CHECK(cudaMemsetAsync(flush, i & 0xFF, flush_bytes, 0));
-      CUDA_CHECK(cudaEventRecord(e0, 0));
-      CUDA_CHECK(launch());
-      CUDA_CHECK(cudaEventRecord(e1, 0));
-      CUDA_CHECK(cudaEventSynchronize(e1));
-      float t = 0;
-      CUDA_CHECK(cudaEventElapsedTime(&t, e0, e1));
-      ms.push_back(t);
-    }
-    cudaEventDestroy(e0);
-    cudaEventDestroy(e1);
-    std::sort(ms.begin(), ms.end());
-    return ms[ms.size() / 2];
-  }
-};
-
 // Device-only operands for timing (random bytes; values are irrelevant to the timing, scales 1).
 struct DeviceOperand {
   uint8_t* q = nullptr;
@@ -381,12 +330,8 @@ struct DeviceOperand {
     const size_t bytes = static_cast<size_t>(rows) * t;
     std::vector<uint8_t> h(bytes);
     for (size_t i = 0; i < bytes; ++i) h[i] = random_e4m3(mix(9, i, rows));
-    CUDA_CHECK(cudaMalloc(&q, bytes));
-    CUDA_CHECK(cudaMemcpy(q, h.data(), bytes, cudaMemcpyHostToDevice));
-    const size_t ns = static_cast<size_t>(cdiv(t, 128)) * ld;
-    std::vector<float> hs(ns, 1.0f);
-    CUDA_CHECK(cudaMalloc(&s, ns * 4));
-    CUDA_CHECK(cudaMemcpy(s, hs.data(), ns * 4, cudaMemcpyHostToDevice));
+    q = device_copy(h);
+    s = device_copy(std::vector<float>(static_cast<size_t>(cdiv(t, 128)) * ld, 1.0f));
   }
   ~DeviceOperand() {
     cudaFree(q);
@@ -395,7 +340,7 @@ struct DeviceOperand {
 };
 
 void bench(int runs) {
-  Timer timer;
+  const L2Flush flush(size_t(256) << 20);
   std::printf("\nbest per case (median of %d runs, L2 flushed; DeepGEMM reference: ~1092 dense, ~1044 k-grouped)\n",
               runs);
   struct Dense { int m, n, t; };
@@ -411,7 +356,7 @@ void bench(int runs) {
       if (tile.block_m != 128) continue;
       const GemmConfig cfg{tile.block_m, tile.block_n, 0, 0, 1};
       WgradGemmProblem p{A.q, B.q, A.s, A.ld, B.s, B.ld, d, c.m, c.n, c.t};
-      const double ms = timer.median_ms([&] { return fp8gemm::launch_fp8_gemm_wgrad(p, cfg, 0); }, runs);
+      const double ms = median_ms([&] { return fp8gemm::launch_fp8_gemm_wgrad(p, cfg, 0); }, /*warmup=*/2, runs, flush);
       const double tflops = flops / ms / 1e9;
       std::printf("  dense     M=%d N=%d T=%d  %-22s %8.3f ms %7.1f TFLOP/s\n", c.m, c.n, c.t, cfg_name(cfg).c_str(),
                   ms, tflops);
@@ -425,10 +370,7 @@ void bench(int runs) {
     DeviceOperand A(m, t), B(n, t);
     float* d;
     CUDA_CHECK(cudaMalloc(&d, static_cast<size_t>(g) * m * n * 4));
-    int* d_sizes;
-    std::vector<int> sizes(g, per);
-    CUDA_CHECK(cudaMalloc(&d_sizes, g * 4));
-    CUDA_CHECK(cudaMemcpy(d_sizes, sizes.data(), g * 4, cudaMemcpyHostToDevice));
+    int* d_sizes = device_copy(std::vector<int>(g, per));
     const double flops = 2.0 * m * n * t;
     double best = 0;
     std::string best_cfg;
@@ -436,7 +378,8 @@ void bench(int runs) {
       if (tile.block_m != 128) continue;
       const GemmConfig cfg{tile.block_m, tile.block_n, 0, 0, 1};
       GroupedWgradGemmProblem p{A.q, B.q, A.s, A.ld, B.s, B.ld, d, m, n, t, g, d_sizes};
-      const double ms = timer.median_ms([&] { return fp8gemm::launch_fp8_grouped_gemm_wgrad(p, cfg, 0); }, runs);
+      const double ms =
+          median_ms([&] { return fp8gemm::launch_fp8_grouped_gemm_wgrad(p, cfg, 0); }, /*warmup=*/2, runs, flush);
       const double tflops = flops / ms / 1e9;
       std::printf("  k-grouped G=%d x %d tokens M=%d N=%d  %-22s %8.3f ms %7.1f TFLOP/s\n", g, per, m, n,
                   cfg_name(cfg).c_str(), ms, tflops);

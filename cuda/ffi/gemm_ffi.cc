@@ -15,47 +15,33 @@ ffi::Error Fp8Gemm(cudaStream_t stream, ffi::AnyBuffer a, ffi::Buffer<ffi::F32> 
                    ffi::AnyBuffer b, ffi::Buffer<ffi::F32> sfb, ffi::Result<ffi::AnyBuffer> d,
                    int64_t block_m, int64_t block_n, int64_t num_stages, int64_t num_sms,
                    int64_t multicast) {
-  if (a.element_type() != ffi::F8E4M3FN || b.element_type() != ffi::F8E4M3FN)
-    return invalid("gemm: a and b must be float8_e4m3fn");
+  const std::string op = "gemm";
+  if (auto err = ffi_util::check_fp8_operands(op, a, b); err.failure()) return err;
   const auto ad = a.dimensions(), bd = b.dimensions(), dd = d->dimensions();
   if (ad.size() != 2 || bd.size() != 2 || dd.size() != 2)
     return invalid("gemm: a [M,K], b [N,K] and d [M,N] must be 2-D");
   const int64_t m = ad[0], k = ad[1], n = bd[0];
   if (bd[1] != k || dd[0] != m || dd[1] != n) return invalid("gemm: mismatched M, N or K");
   const auto sad = sfa.dimensions(), sbd = sfb.dimensions();
-  if (sad.size() != 2 || sad[0] != cdiv(k, 128) || sad[1] < m || sad[1] % 4 != 0)
-    return invalid("gemm: sfa must be [cdiv(K,128), align(M,4)]");
+  if (!ffi_util::is_mn_major_scales(sad, k, m)) return invalid("gemm: sfa must be [cdiv(K,128), align(M,4)]");
   if (sbd.size() != 2 || sbd[0] != cdiv(n, 128) || sbd[1] != cdiv(k, 128))
     return invalid("gemm: sfb must be [cdiv(N,128), cdiv(K,128)]");
-  OutDtype out;
-  switch (d->element_type()) {
-    case ffi::BF16: out = OutDtype::kBF16; break;
-    case ffi::F32: out = OutDtype::kF32; break;
-    default: return invalid("gemm: d must be bfloat16 or float32");
-  }
+  OutDtype out = OutDtype::kBF16;
+  if (auto err = ffi_util::output_dtype(op, *d, &out); err.failure()) return err;
   if (m == 0 || n == 0) return ffi::Error::Success();
   if (m > INT32_MAX || n > INT32_MAX || k > INT32_MAX) return invalid("gemm: dimension too large");
 
   GemmProblem problem{a.untyped_data(), b.untyped_data(), sfa.typed_data(), int(sad[1]),
                       sfb.typed_data(), d->untyped_data(), out, int(m), int(n), int(k)};
-  GemmConfig config{int(block_m), int(block_n), int(num_stages), int(num_sms), int(multicast)};
-  return ffi_util::cuda_error(launch_fp8_gemm(problem, config, stream), "gemm launch");
+  return ffi_util::cuda_error(
+      launch_fp8_gemm(problem, ffi_util::gemm_config(block_m, block_n, num_stages, num_sms, multicast), stream),
+      "gemm launch");
 }
 
 }  // namespace
 
 XLA_FFI_DEFINE_HANDLER_SYMBOL(kFp8Gemm, Fp8Gemm,
-                              ffi::Ffi::Bind()
-                                  .Ctx<ffi::PlatformStream<cudaStream_t>>()
-                                  .Arg<ffi::AnyBuffer>()
-                                  .Arg<ffi::Buffer<ffi::F32>>()
-                                  .Arg<ffi::AnyBuffer>()
-                                  .Arg<ffi::Buffer<ffi::F32>>()
-                                  .Ret<ffi::AnyBuffer>()
-                                  .Attr<int64_t>("block_m")
-                                  .Attr<int64_t>("block_n")
-                                  .Attr<int64_t>("num_stages")
-                                  .Attr<int64_t>("num_sms")
+                              ffi_util::bind_tile_attrs(ffi_util::bind_gemm_operands().Ret<ffi::AnyBuffer>())
                                   .Attr<int64_t>("multicast"),
                               {ffi::Traits::kCmdBufferCompatible});
 

@@ -24,23 +24,18 @@ ffi::Error check_common(const char* op, ffi::AnyBuffer a, ffi::Buffer<ffi::F32> 
                         ffi::Buffer<ffi::F32> sfb, ffi::Buffer<ffi::S32> sizes, const ffi::AnyBuffer& d,
                         int64_t rows, int64_t k, OutDtype* out) {
   const std::string name(op);
-  if (a.element_type() != ffi::F8E4M3FN || b.element_type() != ffi::F8E4M3FN)
-    return invalid(name + ": a and b must be float8_e4m3fn");
+  if (auto err = ffi_util::check_fp8_operands(name, a, b); err.failure()) return err;
   const auto bd = b.dimensions();
   if (bd.size() != 3) return invalid(name + ": b must be [G,N,K]");
   const int64_t g = bd[0], n = bd[1];
   if (bd[2] != k) return invalid(name + ": K of a and b must match");
   const auto sad = sfa.dimensions(), sbd = sfb.dimensions(), gd = sizes.dimensions();
-  if (sad.size() != 2 || sad[0] != cdiv(k, 128) || sad[1] < rows || sad[1] % 4 != 0)
+  if (!ffi_util::is_mn_major_scales(sad, k, rows))
     return invalid(name + ": sfa must be [cdiv(K,128), align(rows,4)] (MN-major A scales)");
   if (sbd.size() != 3 || sbd[0] != g || sbd[1] != cdiv(n, 128) || sbd[2] != cdiv(k, 128))
     return invalid(name + ": sfb must be [G, cdiv(N,128), cdiv(K,128)]");
   if (gd.size() != 1 || gd[0] != g) return invalid(name + ": group sizes must be int32 [G]");
-  switch (d.element_type()) {
-    case ffi::BF16: *out = OutDtype::kBF16; break;
-    case ffi::F32: *out = OutDtype::kF32; break;
-    default: return invalid(name + ": d must be bfloat16 or float32");
-  }
+  if (auto err = ffi_util::output_dtype(name, d, out); err.failure()) return err;
   if (rows > INT32_MAX || n > INT32_MAX || k > INT32_MAX || g > INT32_MAX || g * n > INT32_MAX)
     return invalid(name + ": dimension too large");
   return ffi::Error::Success();
@@ -65,7 +60,7 @@ ffi::Error launch(const char* op, ffi::AnyBuffer a, ffi::Buffer<ffi::F32> sfa, f
   problem.num_groups = static_cast<int>(bd[0]);
   problem.group_sizes = sizes.typed_data();
   problem.masked = masked;
-  GemmConfig config{int(block_m), int(block_n), int(num_stages), int(num_sms), int(multicast)};
+  const GemmConfig config = ffi_util::gemm_config(block_m, block_n, num_stages, num_sms, multicast);
   return ffi_util::cuda_error(launch_fp8_grouped_gemm(problem, config, stream), (std::string(op) + " launch").c_str());
 }
 
@@ -105,28 +100,16 @@ ffi::Error GroupedGemmMasked(cudaStream_t stream, ffi::AnyBuffer a, ffi::Buffer<
                 num_sms, multicast);
 }
 
+// Both layouts: (stream, a, sfa, b, sfb, group sizes) -> d.
+auto grouped_binding() {
+  return ffi_util::bind_tile_attrs(ffi_util::bind_gemm_operands().Arg<ffi::Buffer<ffi::S32>>().Ret<ffi::AnyBuffer>())
+      .Attr<int64_t>("multicast");
+}
+
 }  // namespace
 
-#define FP8GEMM_GROUPED_BINDING                          \
-  ffi::Ffi::Bind()                                       \
-      .Ctx<ffi::PlatformStream<cudaStream_t>>()          \
-      .Arg<ffi::AnyBuffer>()                             \
-      .Arg<ffi::Buffer<ffi::F32>>()                      \
-      .Arg<ffi::AnyBuffer>()                             \
-      .Arg<ffi::Buffer<ffi::F32>>()                      \
-      .Arg<ffi::Buffer<ffi::S32>>()                      \
-      .Ret<ffi::AnyBuffer>()                             \
-      .Attr<int64_t>("block_m")                          \
-      .Attr<int64_t>("block_n")                          \
-      .Attr<int64_t>("num_stages")                       \
-      .Attr<int64_t>("num_sms")                          \
-      .Attr<int64_t>("multicast")
-
-XLA_FFI_DEFINE_HANDLER_SYMBOL(kFp8GroupedGemm, GroupedGemm, FP8GEMM_GROUPED_BINDING,
+XLA_FFI_DEFINE_HANDLER_SYMBOL(kFp8GroupedGemm, GroupedGemm, grouped_binding(), {ffi::Traits::kCmdBufferCompatible});
+XLA_FFI_DEFINE_HANDLER_SYMBOL(kFp8GroupedGemmMasked, GroupedGemmMasked, grouped_binding(),
                               {ffi::Traits::kCmdBufferCompatible});
-XLA_FFI_DEFINE_HANDLER_SYMBOL(kFp8GroupedGemmMasked, GroupedGemmMasked, FP8GEMM_GROUPED_BINDING,
-                              {ffi::Traits::kCmdBufferCompatible});
-
-#undef FP8GEMM_GROUPED_BINDING
 
 }  // namespace fp8gemm

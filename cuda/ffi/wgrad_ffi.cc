@@ -14,22 +14,20 @@ namespace fp8gemm {
 namespace {
 
 namespace ffi = xla::ffi;
-using ffi_util::cdiv;
 using ffi_util::invalid;
 
 // Checks shared by both handlers; fills `ops` (all but d). `op` names the handler in messages.
 ffi::Error check_operands(const std::string& op, ffi::AnyBuffer a, ffi::Buffer<ffi::F32> sfa, ffi::AnyBuffer b,
                           ffi::Buffer<ffi::F32> sfb, WgradGemmProblem* ops) {
-  if (a.element_type() != ffi::F8E4M3FN || b.element_type() != ffi::F8E4M3FN)
-    return invalid(op + ": a and b must be float8_e4m3fn");
+  if (auto err = ffi_util::check_fp8_operands(op, a, b); err.failure()) return err;
   const auto ad = a.dimensions(), bd = b.dimensions();
   if (ad.size() != 2 || bd.size() != 2) return invalid(op + ": a [M,T] and b [N,T] must be 2-D");
   const int64_t m = ad[0], t = ad[1], n = bd[0];
   if (bd[1] != t) return invalid(op + ": T (last axis) of a and b must match");
   const auto sad = sfa.dimensions(), sbd = sfb.dimensions();
-  if (sad.size() != 2 || sad[0] != cdiv(t, 128) || sad[1] < m || sad[1] % 4 != 0)
+  if (!ffi_util::is_mn_major_scales(sad, t, m))
     return invalid(op + ": sfa must be [cdiv(T,128), align(M,4)] (MN-major A scales)");
-  if (sbd.size() != 2 || sbd[0] != cdiv(t, 128) || sbd[1] < n || sbd[1] % 4 != 0)
+  if (!ffi_util::is_mn_major_scales(sbd, t, n))
     return invalid(op + ": sfb must be [cdiv(T,128), align(N,4)] (MN-major B scales)");
   if (m > INT32_MAX || n > INT32_MAX || t > INT32_MAX || sad[1] > INT32_MAX || sbd[1] > INT32_MAX)
     return invalid(op + ": dimension too large");
@@ -46,7 +44,7 @@ ffi::Error check_operands(const std::string& op, ffi::AnyBuffer a, ffi::Buffer<f
 }
 
 GemmConfig make_config(int64_t block_m, int64_t block_n, int64_t num_stages, int64_t num_sms) {
-  return GemmConfig{int(block_m), int(block_n), int(num_stages), int(num_sms), /*multicast=*/1};
+  return ffi_util::gemm_config(block_m, block_n, num_stages, num_sms, /*multicast=*/1);
 }
 
 ffi::Error GemmWgrad(cudaStream_t stream, ffi::AnyBuffer a, ffi::Buffer<ffi::F32> sfa, ffi::AnyBuffer b,
@@ -89,32 +87,13 @@ ffi::Error GroupedGemmWgrad(cudaStream_t stream, ffi::AnyBuffer a, ffi::Buffer<f
 }  // namespace
 
 XLA_FFI_DEFINE_HANDLER_SYMBOL(kFp8GemmWgrad, GemmWgrad,
-                              ffi::Ffi::Bind()
-                                  .Ctx<ffi::PlatformStream<cudaStream_t>>()
-                                  .Arg<ffi::AnyBuffer>()
-                                  .Arg<ffi::Buffer<ffi::F32>>()
-                                  .Arg<ffi::AnyBuffer>()
-                                  .Arg<ffi::Buffer<ffi::F32>>()
-                                  .Ret<ffi::Buffer<ffi::F32>>()
-                                  .Attr<int64_t>("block_m")
-                                  .Attr<int64_t>("block_n")
-                                  .Attr<int64_t>("num_stages")
-                                  .Attr<int64_t>("num_sms"),
+                              ffi_util::bind_tile_attrs(ffi_util::bind_gemm_operands().Ret<ffi::Buffer<ffi::F32>>()),
                               {ffi::Traits::kCmdBufferCompatible});
 
 XLA_FFI_DEFINE_HANDLER_SYMBOL(kFp8GroupedGemmWgrad, GroupedGemmWgrad,
-                              ffi::Ffi::Bind()
-                                  .Ctx<ffi::PlatformStream<cudaStream_t>>()
-                                  .Arg<ffi::AnyBuffer>()
-                                  .Arg<ffi::Buffer<ffi::F32>>()
-                                  .Arg<ffi::AnyBuffer>()
-                                  .Arg<ffi::Buffer<ffi::F32>>()
-                                  .Arg<ffi::Buffer<ffi::S32>>()
-                                  .Ret<ffi::Buffer<ffi::F32>>()
-                                  .Attr<int64_t>("block_m")
-                                  .Attr<int64_t>("block_n")
-                                  .Attr<int64_t>("num_stages")
-                                  .Attr<int64_t>("num_sms"),
+                              ffi_util::bind_tile_attrs(ffi_util::bind_gemm_operands()
+                                                            .Arg<ffi::Buffer<ffi::S32>>()
+                                                            .Ret<ffi::Buffer<ffi::F32>>()),
                               {ffi::Traits::kCmdBufferCompatible});
 
 }  // namespace fp8gemm

@@ -25,44 +25,28 @@ namespace {
 
 using detail::KernelEntry;
 
-// The two lists of compiled tiles (public constexpr array, internal X-macro) must agree.
-constexpr bool tile_is_listed(int bm, int bn) {
-  for (const CompiledTile& t : kCompiledTiles)
-    if (t.block_m == bm && t.block_n == bn) return true;
-  return false;
+// The public constexpr tile lists (fp8_gemm.h) and the internal X-macros that instantiate the
+// kernels must name the same tiles: same count, and every instantiated tile is listed.
+template <int kListed, int kInstantiated>
+constexpr bool same_tiles(const CompiledTile (&listed)[kListed], const CompiledTile (&instantiated)[kInstantiated]) {
+  if (kListed != kInstantiated) return false;
+  for (const CompiledTile& t : instantiated) {
+    bool found = false;
+    for (const CompiledTile& l : listed) found = found || (l.block_m == t.block_m && l.block_n == t.block_n);
+    if (!found) return false;
+  }
+  return true;
 }
-#define FP8GEMM_CHECK_TILE(BM, BN) static_assert(tile_is_listed(BM, BN), "tile missing from kCompiledTiles");
-FP8GEMM_COMPILED_TILES(FP8GEMM_CHECK_TILE)
-#undef FP8GEMM_CHECK_TILE
-#define FP8GEMM_COUNT_TILE(BM, BN) +1
-static_assert(0 FP8GEMM_COMPILED_TILES(FP8GEMM_COUNT_TILE) == kNumCompiledTiles, "tile lists differ");
-#undef FP8GEMM_COUNT_TILE
-
-constexpr bool grouped_tile_is_listed(int bm, int bn) {
-  for (const CompiledTile& t : kCompiledGroupedTiles)
-    if (t.block_m == bm && t.block_n == bn) return true;
-  return false;
-}
-#define FP8GEMM_CHECK_TILE(BM, BN) \
-  static_assert(grouped_tile_is_listed(BM, BN), "tile missing from kCompiledGroupedTiles");
-FP8GEMM_COMPILED_GROUPED_TILES(FP8GEMM_CHECK_TILE)
-#undef FP8GEMM_CHECK_TILE
-#define FP8GEMM_COUNT_TILE(BM, BN) +1
-static_assert(0 FP8GEMM_COMPILED_GROUPED_TILES(FP8GEMM_COUNT_TILE) == kNumCompiledGroupedTiles,
-              "grouped tile lists differ");
-#undef FP8GEMM_COUNT_TILE
-
-constexpr bool wgrad_tile_is_listed(int bm, int bn) {
-  for (const CompiledTile& t : kCompiledWgradTiles)
-    if (t.block_m == bm && t.block_n == bn) return true;
-  return false;
-}
-#define FP8GEMM_CHECK_TILE(BM, BN) static_assert(wgrad_tile_is_listed(BM, BN), "tile missing from kCompiledWgradTiles");
-FP8GEMM_COMPILED_WGRAD_TILES(FP8GEMM_CHECK_TILE)
-#undef FP8GEMM_CHECK_TILE
-#define FP8GEMM_COUNT_TILE(BM, BN) +1
-static_assert(0 FP8GEMM_COMPILED_WGRAD_TILES(FP8GEMM_COUNT_TILE) == kNumCompiledWgradTiles, "wgrad tile lists differ");
-#undef FP8GEMM_COUNT_TILE
+#define FP8GEMM_TILE_LITERAL(BM, BN) CompiledTile{BM, BN},
+constexpr CompiledTile kInstantiatedTiles[] = {FP8GEMM_COMPILED_TILES(FP8GEMM_TILE_LITERAL)};
+constexpr CompiledTile kInstantiatedGroupedTiles[] = {FP8GEMM_COMPILED_GROUPED_TILES(FP8GEMM_TILE_LITERAL)};
+constexpr CompiledTile kInstantiatedWgradTiles[] = {FP8GEMM_COMPILED_WGRAD_TILES(FP8GEMM_TILE_LITERAL)};
+#undef FP8GEMM_TILE_LITERAL
+static_assert(same_tiles(kCompiledTiles, kInstantiatedTiles), "kCompiledTiles and FP8GEMM_COMPILED_TILES differ");
+static_assert(same_tiles(kCompiledGroupedTiles, kInstantiatedGroupedTiles),
+              "kCompiledGroupedTiles and FP8GEMM_COMPILED_GROUPED_TILES differ");
+static_assert(same_tiles(kCompiledWgradTiles, kInstantiatedWgradTiles),
+              "kCompiledWgradTiles and FP8GEMM_COMPILED_WGRAD_TILES differ");
 
 constexpr int kSmemPerBlockSm90 = 232448;  // 227 KB: per-block opt-in maximum of sm_90
 constexpr int kMaxStagesCap = 32;          // deeper pipelines buy nothing
@@ -160,8 +144,14 @@ cudaError_t ensure_smem_attribute(std::atomic<bool>& done, const void* fn, int s
   return err;
 }
 
-cudaError_t ensure_smem_attribute(int entry, int dev, int smem_limit) {
-  return ensure_smem_attribute(g_smem_attribute_set[entry][dev], registry()[entry].fn, smem_limit);
+// Launch attribute of the dense kernels' clusters of 2 CTAs (TMA multicast of B).
+cudaLaunchAttribute cluster_of_2_attribute() {
+  cudaLaunchAttribute attr;
+  attr.id = cudaLaunchAttributeClusterDimension;
+  attr.val.clusterDim.x = 2;
+  attr.val.clusterDim.y = 1;
+  attr.val.clusterDim.z = 1;
+  return attr;
 }
 
 // How many clusters of 2 can be resident at once (the persistent grid must not exceed it, or some
@@ -182,11 +172,7 @@ cudaError_t max_active_clusters_of_2(int entry, int dev, int smem_bytes, int* ou
   cfg.gridDim = dim3(2, 1, 1);
   cfg.blockDim = dim3(registry()[entry].num_threads, 1, 1);
   cfg.dynamicSmemBytes = static_cast<size_t>(smem_bytes);
-  cudaLaunchAttribute attr;
-  attr.id = cudaLaunchAttributeClusterDimension;
-  attr.val.clusterDim.x = 2;
-  attr.val.clusterDim.y = 1;
-  attr.val.clusterDim.z = 1;
+  cudaLaunchAttribute attr = cluster_of_2_attribute();
   cfg.attrs = &attr;
   cfg.numAttrs = 1;
   int clusters = 0;
@@ -211,6 +197,119 @@ int choose_band_m(int grid, int block_m, int block_n) {
 }
 
 bool aligned(const void* p, uintptr_t a) { return (reinterpret_cast<uintptr_t>(p) % a) == 0; }
+
+// ------------------------------------------------------------------------------------------------
+// Launch steps shared by the dense, grouped and wgrad launchers.
+// ------------------------------------------------------------------------------------------------
+
+// The current device and the pipeline a launch runs with there.
+struct LaunchSetup {
+  int dev = 0, device_sms = 0, smem_limit = 0;
+  int num_stages = 0, smem_bytes = 0;
+};
+
+// Fills `s` for kernel `e`: the pipeline depth is cfg.num_stages, or as many stages as fit.
+// cudaErrorInvalidValue if that is fewer than `min_stages` or does not fit the shared memory.
+cudaError_t setup_launch(const KernelEntry& e, const GemmConfig& cfg, int min_stages, LaunchSetup* s) {
+  cudaError_t err = cudaGetDevice(&s->dev);
+  if (err != cudaSuccess) return err;
+  err = get_device_facts(s->dev, &s->device_sms, &s->smem_limit);
+  if (err != cudaSuccess) return err;
+  s->num_stages = cfg.num_stages > 0 ? cfg.num_stages : stages_that_fit(e, s->smem_limit);
+  s->smem_bytes = e.smem_fixed + s->num_stages * e.smem_per_stage;
+  if (s->num_stages < min_stages || s->smem_bytes > s->smem_limit) return cudaErrorInvalidValue;
+  return cudaSuccess;
+}
+
+// CTAs of a persistent grid without clusters: cfg.num_sms (0: every SM), at most one per tile.
+int persistent_grid(const GemmConfig& cfg, int device_sms, long long max_tiles) {
+  const int grid = cfg.num_sms > 0 ? cfg.num_sms : device_sms;
+  return static_cast<int>(std::min<long long>(grid, max_tiles));
+}
+
+// Tensor maps (encoded per call: they embed the pointers and shapes).
+
+// An e4m3 operand [rows, k], K-major: boxes of box_rows rows x 128 bytes (the 128B swizzle span).
+bool encode_operand_map(CUtensorMap* map, const void* base, long long rows, int k, int box_rows) {
+  TensorMap2D d;
+  d.base = base;
+  d.dtype = CU_TENSOR_MAP_DATA_TYPE_UINT8;  // e4m3 bytes
+  d.rows = static_cast<uint64_t>(rows);
+  d.cols = static_cast<uint64_t>(k);
+  d.row_pitch_bytes = static_cast<uint64_t>(k);
+  d.box_rows = static_cast<uint32_t>(box_rows);
+  d.box_cols = kBlockK;
+  d.swizzle = CU_TENSOR_MAP_SWIZZLE_128B;
+  return encode_tensor_map_2d(map, d);
+}
+
+// MN-major scales viewed as [num_k_blocks rows][cols] with a row pitch of ld floats; box = box_cols x 1.
+bool encode_scale_map(CUtensorMap* map, const float* base, int num_k_blocks, long long cols, int ld, int box_cols) {
+  TensorMap2D d;
+  d.base = base;
+  d.dtype = CU_TENSOR_MAP_DATA_TYPE_FLOAT32;
+  d.rows = static_cast<uint64_t>(num_k_blocks);
+  d.cols = static_cast<uint64_t>(cols);
+  d.row_pitch_bytes = static_cast<uint64_t>(ld) * 4;
+  d.box_rows = 1;
+  d.box_cols = static_cast<uint32_t>(box_cols);
+  d.swizzle = CU_TENSOR_MAP_SWIZZLE_NONE;
+  return encode_tensor_map_2d(map, d);
+}
+
+// SFA boxes are kSfaBoxRows = BLOCK_M + 4 floats: they start at the tile's first row rounded down
+// to a multiple of 4 (16-byte aligned, see the kernel).
+int sfa_box_cols(const KernelEntry& e) { return e.block_m + 4; }
+
+// D [rows, n] row-major, written by the epilogue's TMA stores in the boxes of its registry entry.
+bool encode_output_map(CUtensorMap* map, void* base, OutDtype out, long long rows, int n, const KernelEntry& e) {
+  const int out_bytes = out == OutDtype::kBF16 ? 2 : 4;
+  TensorMap2D d;
+  d.base = base;
+  d.dtype = out == OutDtype::kBF16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT32;
+  d.rows = static_cast<uint64_t>(rows);
+  d.cols = static_cast<uint64_t>(n);
+  d.row_pitch_bytes = static_cast<uint64_t>(n) * out_bytes;
+  d.box_rows = static_cast<uint32_t>(e.d_box_rows);
+  d.box_cols = static_cast<uint32_t>(e.d_box_cols);
+  d.swizzle = swizzle_for_bytes(e.d_swizzle_bytes);
+  d.l2_promotion = CU_TENSOR_MAP_L2_PROMOTION_NONE;
+  return encode_tensor_map_2d(map, d);
+}
+
+// The tensor maps every kernel takes. sfb: per-row B scales, read by the wgrad kernels only (the
+// others get zeros).
+struct TensorMaps {
+  CUtensorMap a, b, sfa, d;
+  CUtensorMap sfb = {};
+};
+
+GemmKernelArgs make_kernel_args(const float* sfb, int n, int num_k_blocks, int num_stages) {
+  GemmKernelArgs args;
+  args.sfb = sfb;
+  args.n = n;
+  args.num_k_blocks = num_k_blocks;
+  args.num_stages = num_stages;
+  return args;
+}
+
+// Launches kernel `e` on `grid` CTAs with the setup's dynamic shared memory. `attr`: one optional
+// launch attribute (cluster dimension, programmatic dependent launch), or null.
+template <class SchedParams, class EpiParams>
+cudaError_t launch_kernel(const KernelEntry& e, int grid, const LaunchSetup& s, TensorMaps& maps, GemmKernelArgs args,
+                          SchedParams sched, EpiParams epi, cudaLaunchAttribute* attr, cudaStream_t stream) {
+  void* kernel_args[] = {&maps.a, &maps.b, &maps.sfa, &maps.d, &args, &sched, &epi, &maps.sfb};
+  cudaLaunchConfig_t lc = {};
+  lc.gridDim = dim3(static_cast<unsigned>(grid), 1, 1);
+  lc.blockDim = dim3(static_cast<unsigned>(e.num_threads), 1, 1);
+  lc.dynamicSmemBytes = static_cast<size_t>(s.smem_bytes);
+  lc.stream = stream;
+  if (attr != nullptr) {
+    lc.attrs = attr;
+    lc.numAttrs = 1;
+  }
+  return cudaLaunchKernelExC(&lc, e.fn, kernel_args);
+}
 
 }  // namespace
 
@@ -240,18 +339,10 @@ cudaError_t launch_fp8_gemm(const GemmProblem& p, const GemmConfig& cfg, cudaStr
 
   const int entry_idx = find_entry(cfg.block_m, cfg.block_n, p.out_dtype);
   const KernelEntry& e = registry()[entry_idx];
-
-  int dev = 0;
-  cudaError_t err = cudaGetDevice(&dev);
+  LaunchSetup s;
+  cudaError_t err = setup_launch(e, cfg, /*min_stages=*/1, &s);
   if (err != cudaSuccess) return err;
-  int device_sms = 0, smem_limit = 0;
-  err = get_device_facts(dev, &device_sms, &smem_limit);
-  if (err != cudaSuccess) return err;
-
-  const int num_stages = cfg.num_stages > 0 ? cfg.num_stages : stages_that_fit(e, smem_limit);
-  const int smem_bytes = e.smem_fixed + num_stages * e.smem_per_stage;
-  if (num_stages < 1 || smem_bytes > smem_limit) return cudaErrorInvalidValue;
-  err = ensure_smem_attribute(entry_idx, dev, smem_limit);
+  err = ensure_smem_attribute(g_smem_attribute_set[entry_idx][s.dev], e.fn, s.smem_limit);
   if (err != cudaSuccess) return err;
 
   const long long num_m_blocks = (p.m + e.block_m - 1) / e.block_m;
@@ -261,101 +352,35 @@ cudaError_t launch_fp8_gemm(const GemmProblem& p, const GemmConfig& cfg, cudaStr
 
   // Persistent grid: one CTA per SM (at most one per tile); even with clusters of 2.
   const int cluster = cfg.multicast;
-  int grid = cfg.num_sms > 0 ? cfg.num_sms : device_sms;
+  int grid = 0;
   if (cluster == 2) {
     int clusters = 0;
-    err = max_active_clusters_of_2(entry_idx, dev, smem_bytes, &clusters);
+    err = max_active_clusters_of_2(entry_idx, s.dev, s.smem_bytes, &clusters);
     if (err != cudaSuccess) return err;
+    grid = cfg.num_sms > 0 ? cfg.num_sms : s.device_sms;
     grid = std::min(grid / 2, clusters) * 2;
     grid = static_cast<int>(std::min<long long>(grid, (num_tiles + 1) / 2 * 2));
     if (grid < 2) return cudaErrorInvalidValue;
   } else {
-    grid = static_cast<int>(std::min<long long>(grid, num_tiles));
+    grid = persistent_grid(cfg, s.device_sms, num_tiles);
     if (grid < 1) return cudaErrorInvalidValue;
   }
 
-  // Tensor maps (encoded per call: they embed the pointers and shapes).
   const int num_k_blocks = (p.k + kBlockK - 1) / kBlockK;
-  CUtensorMap tmap_a, tmap_b, tmap_sfa, tmap_d;
-  {
-    TensorMap2D d;
-    d.base = p.a;
-    d.dtype = CU_TENSOR_MAP_DATA_TYPE_UINT8;  // e4m3 bytes
-    d.rows = static_cast<uint64_t>(p.m);
-    d.cols = static_cast<uint64_t>(p.k);
-    d.row_pitch_bytes = static_cast<uint64_t>(p.k);
-    d.box_rows = static_cast<uint32_t>(e.block_m);
-    d.box_cols = kBlockK;  // 128 bytes = the 128B swizzle span
-    d.swizzle = CU_TENSOR_MAP_SWIZZLE_128B;
-    if (!encode_tensor_map_2d(&tmap_a, d)) return cudaErrorInvalidValue;
-  }
-  {
-    TensorMap2D d;
-    d.base = p.b;
-    d.dtype = CU_TENSOR_MAP_DATA_TYPE_UINT8;
-    d.rows = static_cast<uint64_t>(p.n);
-    d.cols = static_cast<uint64_t>(p.k);
-    d.row_pitch_bytes = static_cast<uint64_t>(p.k);
-    d.box_rows = static_cast<uint32_t>(e.block_n);
-    d.box_cols = kBlockK;
-    d.swizzle = CU_TENSOR_MAP_SWIZZLE_128B;
-    if (!encode_tensor_map_2d(&tmap_b, d)) return cudaErrorInvalidValue;
-  }
-  {
-    // SFA viewed as [num_k_blocks rows][M cols] with row pitch sfa_ld floats; box = (BLOCK_M + 4) x 1.
-    TensorMap2D d;
-    d.base = p.sfa;
-    d.dtype = CU_TENSOR_MAP_DATA_TYPE_FLOAT32;
-    d.rows = static_cast<uint64_t>(num_k_blocks);
-    d.cols = static_cast<uint64_t>(p.m);
-    d.row_pitch_bytes = static_cast<uint64_t>(p.sfa_ld) * 4;
-    d.box_rows = 1;
-    d.box_cols = static_cast<uint32_t>(e.block_m + 4);  // kSfaBoxRows: aligned start, see kernel
-    d.swizzle = CU_TENSOR_MAP_SWIZZLE_NONE;
-    if (!encode_tensor_map_2d(&tmap_sfa, d)) return cudaErrorInvalidValue;
-  }
-  {
-    TensorMap2D d;
-    d.base = p.d;
-    d.dtype = p.out_dtype == OutDtype::kBF16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT32;
-    d.rows = static_cast<uint64_t>(p.m);
-    d.cols = static_cast<uint64_t>(p.n);
-    d.row_pitch_bytes = static_cast<uint64_t>(p.n) * out_bytes;
-    d.box_rows = static_cast<uint32_t>(e.d_box_rows);
-    d.box_cols = static_cast<uint32_t>(e.d_box_cols);
-    d.swizzle = swizzle_for_bytes(e.d_swizzle_bytes);
-    d.l2_promotion = CU_TENSOR_MAP_L2_PROMOTION_NONE;
-    if (!encode_tensor_map_2d(&tmap_d, d)) return cudaErrorInvalidValue;
-  }
+  TensorMaps maps;
+  if (!encode_operand_map(&maps.a, p.a, p.m, p.k, e.block_m) ||
+      !encode_operand_map(&maps.b, p.b, p.n, p.k, e.block_n) ||
+      !encode_scale_map(&maps.sfa, p.sfa, num_k_blocks, p.m, p.sfa_ld, sfa_box_cols(e)) ||
+      !encode_output_map(&maps.d, p.d, p.out_dtype, p.m, p.n, e))
+    return cudaErrorInvalidValue;
 
-  GemmKernelArgs args;
-  args.sfb = p.sfb;
-  args.n = p.n;
-  args.num_k_blocks = num_k_blocks;
-  args.num_stages = num_stages;
   DenseSchedulerParams sched;
   sched.m = p.m;
   sched.n = p.n;
   sched.band_m = choose_band_m(grid, e.block_m, e.block_n);
-  EmptyEpilogueParams epi;
-
-  CUtensorMap tmap_sfb_unused = {};  // only the wgrad kernels (per-row B scales) read it
-  void* kernel_args[] = {&tmap_a, &tmap_b, &tmap_sfa, &tmap_d, &args, &sched, &epi, &tmap_sfb_unused};
-  cudaLaunchConfig_t lc = {};
-  lc.gridDim = dim3(static_cast<unsigned>(grid), 1, 1);
-  lc.blockDim = dim3(static_cast<unsigned>(e.num_threads), 1, 1);
-  lc.dynamicSmemBytes = static_cast<size_t>(smem_bytes);
-  lc.stream = stream;
-  cudaLaunchAttribute attr;
-  if (cluster == 2) {
-    attr.id = cudaLaunchAttributeClusterDimension;
-    attr.val.clusterDim.x = 2;
-    attr.val.clusterDim.y = 1;
-    attr.val.clusterDim.z = 1;
-    lc.attrs = &attr;
-    lc.numAttrs = 1;
-  }
-  return cudaLaunchKernelExC(&lc, e.fn, kernel_args);
+  cudaLaunchAttribute cluster_attr = cluster_of_2_attribute();
+  return launch_kernel(e, grid, s, maps, make_kernel_args(p.sfb, p.n, num_k_blocks, s.num_stages), sched,
+                       EmptyEpilogueParams{}, cluster == 2 ? &cluster_attr : nullptr, stream);
 }
 
 bool is_compiled_grouped(const GemmConfig& cfg, OutDtype out) {
@@ -390,16 +415,9 @@ cudaError_t launch_fp8_grouped_gemm(const GroupedGemmProblem& p, const GemmConfi
   const long long sfb_group_stride = num_sfb_rows * num_k_blocks;
   if (sfb_group_stride * p.num_groups > INT_MAX) return cudaErrorInvalidValue;
 
-  int dev = 0;
-  cudaError_t err = cudaGetDevice(&dev);
+  LaunchSetup s;
+  cudaError_t err = setup_launch(e, cfg, /*min_stages=*/1, &s);
   if (err != cudaSuccess) return err;
-  int device_sms = 0, smem_limit = 0;
-  err = get_device_facts(dev, &device_sms, &smem_limit);
-  if (err != cudaSuccess) return err;
-
-  const int num_stages = cfg.num_stages > 0 ? cfg.num_stages : stages_that_fit(e, smem_limit);
-  const int smem_bytes = e.smem_fixed + num_stages * e.smem_per_stage;
-  if (num_stages < 1 || smem_bytes > smem_limit) return cudaErrorInvalidValue;
 
   // Upper bound of the tiles: contiguous sum_g cdiv(rows_g, BM) <= cdiv(M, BM) + (non-empty groups).
   const long long num_n_blocks = (p.n + e.block_n - 1) / e.block_n;
@@ -410,7 +428,7 @@ cudaError_t launch_fp8_grouped_gemm(const GroupedGemmProblem& p, const GemmConfi
   if (max_tiles > INT_MAX / 2) return cudaErrorInvalidValue;
 
   // Zeroing of the rows no tile writes (launched below, right before the GEMM).
-  const int zero_blocks = 4 * device_sms;
+  const int zero_blocks = 4 * s.device_sms;
   const long long row_bytes = static_cast<long long>(p.n) * out_bytes;
   auto launch_zero = [&]() {
     return p.masked ? launch_zero_rows_masked(p.d, p.num_groups, p.m, row_bytes, p.group_sizes, zero_blocks, stream)
@@ -419,69 +437,19 @@ cudaError_t launch_fp8_grouped_gemm(const GroupedGemmProblem& p, const GemmConfi
   };
   if (max_tiles == 0 || p.num_groups == 0) return launch_zero();  // no tile at all: D is all zero
 
-  err = ensure_smem_attribute(g_grouped_smem_attribute_set[entry_idx][dev], e.fn, smem_limit);
+  err = ensure_smem_attribute(g_grouped_smem_attribute_set[entry_idx][s.dev], e.fn, s.smem_limit);
   if (err != cudaSuccess) return err;
-  int grid = cfg.num_sms > 0 ? cfg.num_sms : device_sms;
-  grid = static_cast<int>(std::min<long long>(grid, max_tiles));
+  const int grid = persistent_grid(cfg, s.device_sms, max_tiles);
 
-  CUtensorMap tmap_a, tmap_b, tmap_sfa, tmap_d;
-  {
-    TensorMap2D d;
-    d.base = p.a;
-    d.dtype = CU_TENSOR_MAP_DATA_TYPE_UINT8;  // e4m3 bytes
-    d.rows = static_cast<uint64_t>(total_rows);
-    d.cols = static_cast<uint64_t>(p.k);
-    d.row_pitch_bytes = static_cast<uint64_t>(p.k);
-    d.box_rows = static_cast<uint32_t>(e.block_m);
-    d.box_cols = kBlockK;
-    d.swizzle = CU_TENSOR_MAP_SWIZZLE_128B;
-    if (!encode_tensor_map_2d(&tmap_a, d)) return cudaErrorInvalidValue;
-  }
-  {
-    // All groups' B as one [G * N, K] tensor: a ragged last N-tile of group g reads rows of group
-    // g + 1 (or zeros past the end) into columns >= N, which are never stored.
-    TensorMap2D d;
-    d.base = p.b;
-    d.dtype = CU_TENSOR_MAP_DATA_TYPE_UINT8;
-    d.rows = static_cast<uint64_t>(p.num_groups) * static_cast<uint64_t>(p.n);
-    d.cols = static_cast<uint64_t>(p.k);
-    d.row_pitch_bytes = static_cast<uint64_t>(p.k);
-    d.box_rows = static_cast<uint32_t>(e.block_n);
-    d.box_cols = kBlockK;
-    d.swizzle = CU_TENSOR_MAP_SWIZZLE_128B;
-    if (!encode_tensor_map_2d(&tmap_b, d)) return cudaErrorInvalidValue;
-  }
-  {
-    TensorMap2D d;
-    d.base = p.sfa;
-    d.dtype = CU_TENSOR_MAP_DATA_TYPE_FLOAT32;
-    d.rows = static_cast<uint64_t>(num_k_blocks);
-    d.cols = static_cast<uint64_t>(total_rows);
-    d.row_pitch_bytes = static_cast<uint64_t>(p.sfa_ld) * 4;
-    d.box_rows = 1;
-    d.box_cols = static_cast<uint32_t>(e.block_m + 4);  // kSfaBoxRows: aligned start, see kernel
-    d.swizzle = CU_TENSOR_MAP_SWIZZLE_NONE;
-    if (!encode_tensor_map_2d(&tmap_sfa, d)) return cudaErrorInvalidValue;
-  }
-  {
-    TensorMap2D d;
-    d.base = p.d;
-    d.dtype = p.out_dtype == OutDtype::kBF16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT32;
-    d.rows = static_cast<uint64_t>(total_rows);
-    d.cols = static_cast<uint64_t>(p.n);
-    d.row_pitch_bytes = static_cast<uint64_t>(row_bytes);
-    d.box_rows = static_cast<uint32_t>(e.d_box_rows);
-    d.box_cols = static_cast<uint32_t>(e.d_box_cols);
-    d.swizzle = swizzle_for_bytes(e.d_swizzle_bytes);
-    d.l2_promotion = CU_TENSOR_MAP_L2_PROMOTION_NONE;
-    if (!encode_tensor_map_2d(&tmap_d, d)) return cudaErrorInvalidValue;
-  }
+  TensorMaps maps;
+  // All groups' B as one [G * N, K] tensor: a ragged last N-tile of group g reads rows of group
+  // g + 1 (or zeros past the end) into columns >= N, which are never stored.
+  if (!encode_operand_map(&maps.a, p.a, total_rows, p.k, e.block_m) ||
+      !encode_operand_map(&maps.b, p.b, static_cast<long long>(p.num_groups) * p.n, p.k, e.block_n) ||
+      !encode_scale_map(&maps.sfa, p.sfa, num_k_blocks, total_rows, p.sfa_ld, sfa_box_cols(e)) ||
+      !encode_output_map(&maps.d, p.d, p.out_dtype, total_rows, p.n, e))
+    return cudaErrorInvalidValue;
 
-  GemmKernelArgs args;
-  args.sfb = p.sfb;
-  args.n = p.n;
-  args.num_k_blocks = num_k_blocks;
-  args.num_stages = num_stages;
   GroupedSchedulerParams sched;
   sched.sizes = p.group_sizes;
   sched.num_groups = p.num_groups;
@@ -498,22 +466,13 @@ cudaError_t launch_fp8_grouped_gemm(const GroupedGemmProblem& p, const GemmConfi
   err = launch_zero();
   if (err != cudaSuccess) return err;
 
-  // 2. The GEMM.
-  CUtensorMap tmap_sfb_unused = {};  // only the wgrad kernels (per-row B scales) read it
-  void* kernel_args[] = {&tmap_a, &tmap_b, &tmap_sfa, &tmap_d, &args, &sched, &epi, &tmap_sfb_unused};
-  cudaLaunchConfig_t lc = {};
-  lc.gridDim = dim3(static_cast<unsigned>(grid), 1, 1);
-  lc.blockDim = dim3(static_cast<unsigned>(e.num_threads), 1, 1);
-  lc.dynamicSmemBytes = static_cast<size_t>(smem_bytes);
-  lc.stream = stream;
-  // Programmatic dependent launch: the GEMM's CTAs may start (barrier init, descriptor prefetch)
-  // while the zero kernel runs; the kernel's griddep_wait() orders everything after it.
-  cudaLaunchAttribute attr;
-  attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attr.val.programmaticStreamSerializationAllowed = 1;
-  lc.attrs = &attr;
-  lc.numAttrs = 1;
-  return cudaLaunchKernelExC(&lc, e.fn, kernel_args);
+  // 2. The GEMM, with programmatic dependent launch: its CTAs may start (barrier init, descriptor
+  // prefetch) while the zero kernel runs; the kernel's griddep_wait() orders everything after it.
+  cudaLaunchAttribute pdl;
+  pdl.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  pdl.val.programmaticStreamSerializationAllowed = 1;
+  return launch_kernel(e, grid, s, maps, make_kernel_args(p.sfb, p.n, num_k_blocks, s.num_stages), sched, epi, &pdl,
+                       stream);
 }
 
 // ------------------------------------------------------------------------------------------------
@@ -559,83 +518,28 @@ cudaError_t launch_wgrad_kernel(const WgradOperands& p, long long rows_d, long l
                                 const GemmConfig& cfg, SchedParams sched, const EpiParams& epi,
                                 cudaStream_t stream) {
   const KernelEntry& e = wgrad_registry()[entry_idx];
-  int dev = 0;
-  cudaError_t err = cudaGetDevice(&dev);
-  if (err != cudaSuccess) return err;
-  int device_sms = 0, smem_limit = 0;
-  err = get_device_facts(dev, &device_sms, &smem_limit);
-  if (err != cudaSuccess) return err;
-
-  const int num_stages = cfg.num_stages > 0 ? cfg.num_stages : stages_that_fit(e, smem_limit);
-  const int smem_bytes = e.smem_fixed + num_stages * e.smem_per_stage;
+  LaunchSetup s;
   // >= 2 stages: the deferred-promotion loop waits for stage kb+1 while it still holds kb.
-  if (num_stages < 2 || smem_bytes > smem_limit) return cudaErrorInvalidValue;
-  err = ensure_smem_attribute(g_wgrad_smem_attribute_set[entry_idx][dev], e.fn, smem_limit);
+  cudaError_t err = setup_launch(e, cfg, /*min_stages=*/2, &s);
   if (err != cudaSuccess) return err;
-  int grid = cfg.num_sms > 0 ? cfg.num_sms : device_sms;
-  grid = static_cast<int>(std::min<long long>(grid, max_tiles));
+  err = ensure_smem_attribute(g_wgrad_smem_attribute_set[entry_idx][s.dev], e.fn, s.smem_limit);
+  if (err != cudaSuccess) return err;
+  const int grid = persistent_grid(cfg, s.device_sms, max_tiles);
   if (grid < 1) return cudaErrorInvalidValue;
 
   const int num_k_blocks = (p.t + kBlockK - 1) / kBlockK;
-  CUtensorMap tmap_a, tmap_b, tmap_sfa, tmap_sfb, tmap_d;
-  auto operand_map = [&](CUtensorMap* map, const void* base, int rows, int box_rows) {
-    TensorMap2D d;
-    d.base = base;
-    d.dtype = CU_TENSOR_MAP_DATA_TYPE_UINT8;  // e4m3 bytes
-    d.rows = static_cast<uint64_t>(rows);
-    d.cols = static_cast<uint64_t>(p.t);
-    d.row_pitch_bytes = static_cast<uint64_t>(p.t);
-    d.box_rows = static_cast<uint32_t>(box_rows);
-    d.box_cols = kBlockK;  // 128 bytes = the 128B swizzle span
-    d.swizzle = CU_TENSOR_MAP_SWIZZLE_128B;
-    return encode_tensor_map_2d(map, d);
-  };
-  // Scales viewed as [num_k_blocks rows][rows cols] with row pitch ld floats; box = box_cols x 1.
-  auto scale_map = [&](CUtensorMap* map, const float* base, int rows, int ld, int box_cols) {
-    TensorMap2D d;
-    d.base = base;
-    d.dtype = CU_TENSOR_MAP_DATA_TYPE_FLOAT32;
-    d.rows = static_cast<uint64_t>(num_k_blocks);
-    d.cols = static_cast<uint64_t>(rows);
-    d.row_pitch_bytes = static_cast<uint64_t>(ld) * 4;
-    d.box_rows = 1;
-    d.box_cols = static_cast<uint32_t>(box_cols);
-    d.swizzle = CU_TENSOR_MAP_SWIZZLE_NONE;
-    return encode_tensor_map_2d(map, d);
-  };
-  if (!operand_map(&tmap_a, p.a, p.m, e.block_m) || !operand_map(&tmap_b, p.b, p.n, e.block_n) ||
-      !scale_map(&tmap_sfa, p.sfa, p.m, p.sfa_ld, e.block_m + 4) ||  // kSfaBoxRows: aligned start
-      !scale_map(&tmap_sfb, p.sfb, p.n, p.sfb_ld, e.block_n))         // kSfbBoxCols
+  TensorMaps maps;
+  if (!encode_operand_map(&maps.a, p.a, p.m, p.t, e.block_m) ||
+      !encode_operand_map(&maps.b, p.b, p.n, p.t, e.block_n) ||
+      !encode_scale_map(&maps.sfa, p.sfa, num_k_blocks, p.m, p.sfa_ld, sfa_box_cols(e)) ||
+      !encode_scale_map(&maps.sfb, p.sfb, num_k_blocks, p.n, p.sfb_ld, e.block_n) ||  // kSfbBoxCols
+      !encode_output_map(&maps.d, p.d, OutDtype::kF32, rows_d, p.n, e))
     return cudaErrorInvalidValue;
-  {
-    TensorMap2D d;
-    d.base = p.d;
-    d.dtype = CU_TENSOR_MAP_DATA_TYPE_FLOAT32;
-    d.rows = static_cast<uint64_t>(rows_d);
-    d.cols = static_cast<uint64_t>(p.n);
-    d.row_pitch_bytes = static_cast<uint64_t>(p.n) * 4;
-    d.box_rows = static_cast<uint32_t>(e.d_box_rows);
-    d.box_cols = static_cast<uint32_t>(e.d_box_cols);
-    d.swizzle = swizzle_for_bytes(e.d_swizzle_bytes);
-    d.l2_promotion = CU_TENSOR_MAP_L2_PROMOTION_NONE;
-    if (!encode_tensor_map_2d(&tmap_d, d)) return cudaErrorInvalidValue;
-  }
 
-  GemmKernelArgs args;
-  args.sfb = nullptr;  // per-row B scales come through tmap_sfb
-  args.n = p.n;
-  args.num_k_blocks = num_k_blocks;
-  args.num_stages = num_stages;
   sched.band_m = choose_band_m(grid, e.block_m, e.block_n);
-  EpiParams epi_copy = epi;
-
-  void* kernel_args[] = {&tmap_a, &tmap_b, &tmap_sfa, &tmap_d, &args, &sched, &epi_copy, &tmap_sfb};
-  cudaLaunchConfig_t lc = {};
-  lc.gridDim = dim3(static_cast<unsigned>(grid), 1, 1);
-  lc.blockDim = dim3(static_cast<unsigned>(e.num_threads), 1, 1);
-  lc.dynamicSmemBytes = static_cast<size_t>(smem_bytes);
-  lc.stream = stream;
-  return cudaLaunchKernelExC(&lc, e.fn, kernel_args);
+  // Per-row B scales come through maps.sfb, not GemmKernelArgs::sfb.
+  return launch_kernel(e, grid, s, maps, make_kernel_args(nullptr, p.n, num_k_blocks, s.num_stages), sched, epi,
+                       /*attr=*/nullptr, stream);
 }
 
 }  // namespace

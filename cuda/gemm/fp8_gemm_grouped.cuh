@@ -16,41 +16,13 @@ namespace detail {
 
 template <int BLOCK_M, int BLOCK_N, OutDtype kOut>
 KernelEntry grouped_kernel_entry() {
-  using OutT = typename std::conditional<kOut == OutDtype::kBF16, __nv_bfloat16, float>::type;
-  using Epi = TmaStoreEpilogue<BLOCK_M, BLOCK_N, OutT, /*kMaskRows=*/true>;
-  using Traits = GemmTraits<BLOCK_M, BLOCK_N, Epi>;
-  KernelEntry e;
-  e.block_m = BLOCK_M;
-  e.block_n = BLOCK_N;
-  e.out = kOut;
-  e.fn = reinterpret_cast<const void*>(
-      &sm90_fp8_gemm_kernel<BLOCK_M, BLOCK_N, Epi, GroupedScheduler<BLOCK_M, BLOCK_N>>);
-  e.num_threads = Traits::kNumThreads;
-  e.smem_fixed = Traits::kSmemD;
-  e.smem_per_stage = Traits::kSmemPerStage;
-  e.d_box_cols = Epi::kAtomCols;
-  e.d_box_rows = Epi::kBoxRows;
-  e.d_swizzle_bytes = Epi::kAtomBytes;
-  e.out_elem_bytes = Epi::kElemBytes;
-  return e;
+  using Epi = TmaStoreEpilogue<BLOCK_M, BLOCK_N, OutElement<kOut>, /*kMaskRows=*/true>;
+  return make_kernel_entry<BLOCK_M, BLOCK_N, Epi, GroupedScheduler<BLOCK_M, BLOCK_N>>(kOut);
 }
 
 }  // namespace detail
 }  // namespace fp8gemm
 
 // Use at global scope.
-#define FP8GEMM_INSTANTIATE_GROUPED_TILE(BM, BN)                                       \
-  namespace fp8gemm {                                                                 \
-  namespace detail {                                                                  \
-  template KernelEntry grouped_kernel_entry<BM, BN, OutDtype::kBF16>();               \
-  template KernelEntry grouped_kernel_entry<BM, BN, OutDtype::kF32>();                \
-  }                                                                                   \
-  }
-
-#define FP8GEMM_EXTERN_GROUPED_TILE(BM, BN)                                            \
-  namespace fp8gemm {                                                                 \
-  namespace detail {                                                                  \
-  extern template KernelEntry grouped_kernel_entry<BM, BN, OutDtype::kBF16>();        \
-  extern template KernelEntry grouped_kernel_entry<BM, BN, OutDtype::kF32>();         \
-  }                                                                                   \
-  }
+#define FP8GEMM_INSTANTIATE_GROUPED_TILE(BM, BN) FP8GEMM_ENTRIES_BOTH_DTYPES(template, grouped_kernel_entry, BM, BN)
+#define FP8GEMM_EXTERN_GROUPED_TILE(BM, BN) FP8GEMM_ENTRIES_BOTH_DTYPES(extern template, grouped_kernel_entry, BM, BN)

@@ -547,16 +547,19 @@ struct KernelEntry {
   int out_elem_bytes = 0;
 };
 
-template <int BLOCK_M, int BLOCK_N, OutDtype kOut>
-KernelEntry kernel_entry() {
-  using OutT = typename std::conditional<kOut == OutDtype::kBF16, __nv_bfloat16, float>::type;
-  using Epi = TmaStoreEpilogue<BLOCK_M, BLOCK_N, OutT>;
-  using Traits = GemmTraits<BLOCK_M, BLOCK_N, Epi>;
+template <OutDtype kOut>
+using OutElement = typename std::conditional<kOut == OutDtype::kBF16, __nv_bfloat16, float>::type;
+
+// The entry of one kernel instantiation; the dense, grouped and wgrad registries all use it.
+// Taking the kernel's address here instantiates it.
+template <int BLOCK_M, int BLOCK_N, class Epi, class Scheduler, bool kPerRowScaleB = false>
+KernelEntry make_kernel_entry(OutDtype out) {
+  using Traits = GemmTraits<BLOCK_M, BLOCK_N, Epi, kPerRowScaleB>;
   KernelEntry e;
   e.block_m = BLOCK_M;
   e.block_n = BLOCK_N;
-  e.out = kOut;
-  e.fn = reinterpret_cast<const void*>(&sm90_fp8_gemm_kernel<BLOCK_M, BLOCK_N, Epi, DenseScheduler<BLOCK_M, BLOCK_N>>);
+  e.out = out;
+  e.fn = reinterpret_cast<const void*>(&sm90_fp8_gemm_kernel<BLOCK_M, BLOCK_N, Epi, Scheduler, kPerRowScaleB>);
   e.num_threads = Traits::kNumThreads;
   e.smem_fixed = Traits::kSmemD;
   e.smem_per_stage = Traits::kSmemPerStage;
@@ -567,23 +570,26 @@ KernelEntry kernel_entry() {
   return e;
 }
 
+template <int BLOCK_M, int BLOCK_N, OutDtype kOut>
+KernelEntry kernel_entry() {
+  using Epi = TmaStoreEpilogue<BLOCK_M, BLOCK_N, OutElement<kOut>>;
+  return make_kernel_entry<BLOCK_M, BLOCK_N, Epi, DenseScheduler<BLOCK_M, BLOCK_N>>(kOut);
+}
+
 }  // namespace detail
 
+// The bf16 and f32 entries of one tile: explicit instantiations (KEYWORD = template) in the
+// fp8_gemm_inst_*.cu files, their declarations (KEYWORD = extern template) in fp8_gemm.cu.
 // Use at global scope.
-#define FP8GEMM_INSTANTIATE_TILE(BM, BN)                                               \
-  namespace fp8gemm {                                                                 \
-  namespace detail {                                                                  \
-  template KernelEntry kernel_entry<BM, BN, OutDtype::kBF16>();                       \
-  template KernelEntry kernel_entry<BM, BN, OutDtype::kF32>();                        \
-  }                                                                                   \
+#define FP8GEMM_ENTRIES_BOTH_DTYPES(KEYWORD, ENTRY, BM, BN) \
+  namespace fp8gemm {                                        \
+  namespace detail {                                         \
+  KEYWORD KernelEntry ENTRY<BM, BN, OutDtype::kBF16>();      \
+  KEYWORD KernelEntry ENTRY<BM, BN, OutDtype::kF32>();       \
+  }                                                          \
   }
 
-#define FP8GEMM_EXTERN_TILE(BM, BN)                                                    \
-  namespace fp8gemm {                                                                 \
-  namespace detail {                                                                  \
-  extern template KernelEntry kernel_entry<BM, BN, OutDtype::kBF16>();                \
-  extern template KernelEntry kernel_entry<BM, BN, OutDtype::kF32>();                 \
-  }                                                                                   \
-  }
+#define FP8GEMM_INSTANTIATE_TILE(BM, BN) FP8GEMM_ENTRIES_BOTH_DTYPES(template, kernel_entry, BM, BN)
+#define FP8GEMM_EXTERN_TILE(BM, BN) FP8GEMM_ENTRIES_BOTH_DTYPES(extern template, kernel_entry, BM, BN)
 
 }  // namespace fp8gemm

@@ -18,22 +18,10 @@
 namespace fp8gemm {
 namespace detail {
 
+// f32 output, per-row B scales.
 template <int BLOCK_M, int BLOCK_N, class Epi, class Scheduler>
 KernelEntry make_wgrad_entry() {
-  using Traits = GemmTraits<BLOCK_M, BLOCK_N, Epi, /*kPerRowScaleB=*/true>;
-  KernelEntry e;
-  e.block_m = BLOCK_M;
-  e.block_n = BLOCK_N;
-  e.out = OutDtype::kF32;
-  e.fn = reinterpret_cast<const void*>(&sm90_fp8_gemm_kernel<BLOCK_M, BLOCK_N, Epi, Scheduler, true>);
-  e.num_threads = Traits::kNumThreads;
-  e.smem_fixed = Traits::kSmemD;
-  e.smem_per_stage = Traits::kSmemPerStage;
-  e.d_box_cols = Epi::kAtomCols;
-  e.d_box_rows = Epi::kBoxRows;
-  e.d_swizzle_bytes = Epi::kAtomBytes;
-  e.out_elem_bytes = Epi::kElemBytes;
-  return e;
+  return make_kernel_entry<BLOCK_M, BLOCK_N, Epi, Scheduler, /*kPerRowScaleB=*/true>(OutDtype::kF32);
 }
 
 template <int BLOCK_M, int BLOCK_N>
