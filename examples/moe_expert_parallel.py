@@ -43,6 +43,9 @@ def main():
     ap.add_argument("--steps", type=int, default=20)
     ap.add_argument("--lr", type=float, default=3e-3)
     ap.add_argument("--bf16", action="store_true", help="bf16 experts instead of FP8")
+    ap.add_argument("--capacity-factor", type=float, default=None,
+                    help="rows per (source, destination) = factor * tokens_per_device * top_k / "
+                         "devices (assignments past it are dropped and counted); default: no drops")
     args = ap.parse_args()
     use_fp8 = not args.bf16
 
@@ -66,10 +69,20 @@ def main():
         m.w_gate, m.w_up, m.w_down = (nnx.Param(params[k]) for k in ("gate", "up", "down"))
         return m(x)
 
+    capacity = None
+    if args.capacity_factor is not None:
+        per_device = args.tokens // n
+        capacity = int(np.ceil(args.capacity_factor * per_device * args.top_k / n))
+        dropped = int(parallel.dropped_assignments(x @ w_router, top_k=args.top_k, num_devices=n,
+                                                   capacity=capacity))
+        print(f"capacity {capacity} rows per (source, destination) "
+              f"(factor {args.capacity_factor}): {dropped} of {args.tokens * args.top_k} "
+              "assignments dropped")
+
     def sharded(params, x):
         return parallel.moe_expert_parallel(x, x @ w_router, params["gate"], params["up"],
                                             params["down"], top_k=args.top_k, mesh=mesh,
-                                            axis="expert", use_fp8=use_fp8)
+                                            axis="expert", use_fp8=use_fp8, capacity=capacity)
 
     def loss(fn):
         return lambda params, x: jnp.mean((fn(params, x).astype(jnp.float32) - target) ** 2)

@@ -8,14 +8,13 @@ or `nn.Dense(..., dot_general=fg.dot_general)`. No extra state: scales are compu
 
 from __future__ import annotations
 
-import functools
-
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
 from flax import nnx
 
-from .dot import dot_general, ragged_dot
+from .dot import dot_general
+from .parallel import expert_mlp, route
 
 
 class Linear(nnx.Linear):
@@ -30,12 +29,6 @@ class Dense(nn.Dense):
     """flax.linen.Dense whose matmul runs in FP8."""
 
     dot_general: object = dot_general
-
-
-def _ragged_matmul(use_fp8: bool):
-    if use_fp8:
-        return ragged_dot
-    return functools.partial(jax.lax.ragged_dot, preferred_element_type=jnp.float32)
 
 
 class MoE(nnx.Module):
@@ -59,18 +52,13 @@ class MoE(nnx.Module):
         lead, d_model = x.shape[:-1], x.shape[-1]
         tokens = x.reshape(-1, d_model)
         n_tok = tokens.shape[0]
-        probs = jax.nn.softmax(self.router(tokens.astype(jnp.float32)), axis=-1)
-        weights, experts = jax.lax.top_k(probs, self.top_k)  # [T, k]
-        weights = weights / jnp.sum(weights, axis=-1, keepdims=True)
+        weights, experts = route(self.router(tokens.astype(jnp.float32)), self.top_k)  # [T, k]
         flat_expert = experts.reshape(-1)  # [T*k], token t's j-th choice at t*k + j
         order = jnp.argsort(flat_expert, stable=True)
         group_sizes = jnp.bincount(flat_expert, length=self.num_experts).astype(jnp.int32)
-        xs = jnp.repeat(tokens, self.top_k, axis=0)[order].astype(self.dtype)  # sorted by expert
-        matmul = _ragged_matmul(self.use_fp8)
-        gate = matmul(xs, self.w_gate[...].astype(self.dtype), group_sizes)
-        up = matmul(xs, self.w_up[...].astype(self.dtype), group_sizes)
-        h = (jax.nn.silu(gate.astype(jnp.float32)) * up.astype(jnp.float32)).astype(self.dtype)
-        out = matmul(h, self.w_down[...].astype(self.dtype), group_sizes).astype(jnp.float32)
+        xs = jnp.repeat(tokens, self.top_k, axis=0)[order]  # sorted by expert
+        out = expert_mlp(xs, self.w_gate[...], self.w_up[...], self.w_down[...], group_sizes,
+                         use_fp8=self.use_fp8, dtype=self.dtype).astype(jnp.float32)
         unsorted = jnp.zeros_like(out).at[order].set(out).reshape(n_tok, self.top_k, d_model)
         y = jnp.einsum("tkd,tk->td", unsorted, weights)
         return y.reshape(*lead, d_model).astype(x.dtype)

@@ -41,7 +41,8 @@ def route(logits: jax.Array, top_k: int) -> tuple[jax.Array, jax.Array]:
 
 def expert_mlp(xs, w_gate, w_up, w_down, group_sizes, *, use_fp8=True, dtype=jnp.bfloat16):
     """SwiGLU experts on rows sorted by expert: xs [R, D], w_gate/w_up [G, D, F], w_down [G, F, D],
-    group_sizes [G] -> [R, D] float32 (rows past sum(group_sizes) are zero)."""
+    group_sizes [G] -> [R, D] (rows past sum(group_sizes) are zero), in the down projection's own
+    output dtype: `dtype` on the FP8 path (bf16 for bf16), float32 for jax.lax.ragged_dot."""
     if use_fp8:
         matmul = ragged_dot
     else:
@@ -50,7 +51,7 @@ def expert_mlp(xs, w_gate, w_up, w_down, group_sizes, *, use_fp8=True, dtype=jnp
     gate = matmul(xs, w_gate.astype(dtype), group_sizes)
     up = matmul(xs, w_up.astype(dtype), group_sizes)
     h = (jax.nn.silu(gate.astype(jnp.float32)) * up.astype(jnp.float32)).astype(dtype)
-    return matmul(h, w_down.astype(dtype), group_sizes).astype(jnp.float32)
+    return matmul(h, w_down.astype(dtype), group_sizes)
 
 
 def moe_local(x, logits, w_gate, w_up, w_down, *, top_k, axis_name, capacity=None,
@@ -81,8 +82,13 @@ def moe_local(x, logits, w_gate, w_up, w_down, *, top_k, axis_name, capacity=Non
     slot = jnp.arange(assigned, dtype=jnp.int32) - dest_start[dest]
     kept = slot < cap
     target = jnp.where(kept, dest * cap + slot, n * cap)  # n * cap: dropped
-    rows = x[order // top_k]
-    send = jnp.zeros((n * cap, d_model), x.dtype).at[target].set(rows, mode="drop")
+    # On the FP8 path rows travel in `dtype` (bf16: half of float32's traffic): expert_mlp casts
+    # them to it first anyway, and fg.ragged_dot's input gradient has that dtype too, so forward
+    # and backward are unchanged. (jax.lax.ragged_dot hands back a float32 input gradient, which a
+    # bf16 exchange would round: the bf16 A/B path keeps x's dtype.)
+    wire = dtype if use_fp8 else x.dtype
+    rows = x[order // top_k].astype(wire)
+    send = jnp.zeros((n * cap, d_model), wire).at[target].set(rows, mode="drop")
 
     # 2. Exchange rows, and per-(source, local expert) counts, all to all.
     recv = jax.lax.all_to_all(send, axis_name, 0, 0, tiled=True)  # block s: from device s
@@ -99,13 +105,25 @@ def moe_local(x, logits, w_gate, w_up, w_down, *, top_k, axis_name, capacity=Non
                      dtype=dtype)
     out = jnp.zeros_like(out).at[regroup].set(out)
 
-    # 4. Send the results back, undo the sort, combine with the router weights.
-    back = jax.lax.all_to_all(out, axis_name, 0, 0, tiled=True)  # block d: from device d
+    # 4. Send the results back (in the GEMM's output dtype: exact), undo the sort, combine with
+    #    the router weights in float32.
+    back = jax.lax.all_to_all(out, axis_name, 0, 0, tiled=True).astype(jnp.float32)
     back = jnp.concatenate([back, jnp.zeros((1, d_model), back.dtype)])
     mine = back[target]  # dropped assignments read the zero row
     result = jnp.zeros_like(mine).at[order].set(mine).reshape(n_tok, top_k, d_model)
     y = jnp.einsum("tkd,tk->td", result, weights.astype(jnp.float32))
     return y.astype(x.dtype)
+
+
+def dropped_assignments(logits, *, top_k, num_devices, capacity):
+    """How many (token, choice) assignments a dispatch with `capacity` rows per (source,
+    destination) drops, summed over the devices (tokens split over `num_devices` in contiguous
+    blocks, experts in equal contiguous blocks, as moe_expert_parallel lays them out)."""
+    _, experts = route(logits, top_k)
+    local = logits.shape[-1] // num_devices
+    dest = experts.reshape(num_devices, -1) // local  # [source, assignments]
+    per_dest = jax.vmap(lambda d: jnp.bincount(d, length=num_devices))(dest)
+    return jnp.sum(jnp.maximum(per_dest - capacity, 0))
 
 
 def moe_expert_parallel(x, logits, w_gate, w_up, w_down, *, top_k, mesh, axis="expert",
