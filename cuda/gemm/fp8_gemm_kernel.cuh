@@ -415,23 +415,11 @@ __global__ void __launch_bounds__(GemmTraits<BLOCK_M, BLOCK_N, Epilogue, kPerRow
       const int sfb_block1 = min(sfb_block0 + 1, num_sfb_rows - 1);  // clamped at the right edge
       const float* sfb0 = args.sfb + tile.sfb_offset + sfb_block0 * num_k_blocks + kb_begin;
       const float* sfb1 = args.sfb + tile.sfb_offset + sfb_block1 * num_k_blocks + kb_begin;
-      // The B scales: loaded one k-block ahead into registers, and their 128-byte lines (32
-      // k-blocks) brought into L1 a line ahead, as is the next tile's first line: an L1 miss goes
-      // to an L2 kept busy by the TMA loads, and the promotion then waits on it (ncu: ~6% of the
-      // math warps' stall samples at 4096x7168x16384 before these prefetches).
-      constexpr int kSfbPerLine = 128 / 4;
+      // Software-prefetch the B scales one k-block ahead (global latency off the critical path).
       float sfb0_next = 0.f, sfb1_next = 0.f;
       if constexpr (!kPerRowScaleB) {
         sfb0_next = __ldg(sfb0);
         sfb1_next = Traits::kMayStraddle ? __ldg(sfb1) : 0.f;
-        Scheduler peek = scheduler;
-        TileInfo next_tile;
-        if (peek.next(next_tile)) {
-          const float* next_sfb0 = args.sfb + next_tile.sfb_offset + (next_tile.col_start / 128) * num_k_blocks;
-          ptx::prefetch_l1(next_sfb0);
-          if (Traits::kMayStraddle && next_tile.col_start / 128 + 1 < num_sfb_rows)
-            ptx::prefetch_l1(next_sfb0 + num_k_blocks);
-        }
       }
       auto next_sfb = [&](int kb, float& cur0, float& cur1) {
         if constexpr (!kPerRowScaleB) {
@@ -439,10 +427,6 @@ __global__ void __launch_bounds__(GemmTraits<BLOCK_M, BLOCK_N, Epilogue, kPerRow
           if (kb + 1 < tile_k_blocks) {
             sfb0_next = __ldg(sfb0 + kb + 1);
             if (Traits::kMayStraddle) sfb1_next = __ldg(sfb1 + kb + 1);
-          }
-          if (kb + 1 + kSfbPerLine < tile_k_blocks) {
-            ptx::prefetch_l1(sfb0 + kb + 1 + kSfbPerLine);
-            if (Traits::kMayStraddle) ptx::prefetch_l1(sfb1 + kb + 1 + kSfbPerLine);
           }
         } else {
           cur0 = cur1 = 0.f;
