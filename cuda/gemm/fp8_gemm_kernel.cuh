@@ -340,15 +340,14 @@ __global__ void __launch_bounds__(GemmTraits<BLOCK_M, BLOCK_N, Epilogue, kPerRow
     // Issue the 4 wgmmas of the k-block in `stage` (rows of `wave`) into accumulator `a` (one
     // commit group).
     auto issue = [&](float (&a)[kNumAcc], uint32_t st, int wave = 0) {
-      const uint64_t stage_offset = static_cast<uint64_t>(st * Traits::kSmemAB) >> 4;
-      const uint64_t wave_offset = static_cast<uint64_t>(wave * 128 * kBlockK) >> 4;  // A only
+      const uint64_t stage_offset = static_cast<uint64_t>(st * Traits::kSmemAB + wave * 128 * kBlockK) >> 4;
       ptx::fence_operands(a);
       ptx::wgmma_fence();
 #pragma unroll
       for (int k = 0; k < kBlockK / kWgmmaK; ++k) {
         // k * 32 bytes along the 128-byte swizzled row = k * 2 in 16-byte descriptor units.
         constexpr uint64_t kStep = kWgmmaK / 16;
-        Wgmma::mma(desc_a0 + stage_offset + wave_offset + k * kStep, desc_b0 + stage_offset + k * kStep, a,
+        Wgmma::mma(desc_a0 + stage_offset + k * kStep, desc_b0 + stage_offset + k * kStep, a,
                    k > 0 ? 1u : 0u);
       }
       ptx::wgmma_commit();
