@@ -257,9 +257,9 @@ bool encode_scale_map(CUtensorMap* map, const float* base, int num_k_blocks, lon
   return encode_tensor_map_2d(map, d);
 }
 
-// SFA boxes are GemmTraits::kSfaBoxRows floats (BLOCK_M + 4: they start at the tile's first row
-// rounded down to a multiple of 4, 16-byte aligned; see the kernel).
-int sfa_box_cols(const KernelEntry& e) { return e.sfa_box_rows; }
+// SFA boxes are kSfaBoxRows = BLOCK_M + 4 floats: they start at the tile's first row rounded down
+// to a multiple of 4 (16-byte aligned, see the kernel).
+int sfa_box_cols(const KernelEntry& e) { return e.block_m + 4; }
 
 // D [rows, n] row-major, written by the epilogue's TMA stores in the boxes of its registry entry.
 bool encode_output_map(CUtensorMap* map, void* base, OutDtype out, long long rows, int n, const KernelEntry& e) {

@@ -62,15 +62,9 @@ constexpr int const_gcd(int a, int b) { return b == 0 ? a : const_gcd(b, a % b);
 // with __ldg (the forward / dgrad GEMMs).
 template <int BLOCK_M, int BLOCK_N, class Epilogue, bool kPerRowScaleB = false>
 struct GemmTraits {
-  static_assert(BLOCK_M == 64 || BLOCK_M == 128 || BLOCK_M == 256,
-                "BLOCK_M: one or two math warpgroups of 64 rows, or two of two 64-row waves");
+  static_assert(BLOCK_M == 64 || BLOCK_M == 128, "BLOCK_M: one or two math warpgroups of 64 rows");
   static_assert(BLOCK_N % 16 == 0 && BLOCK_N >= 16 && BLOCK_N <= 256, "BLOCK_N: multiple of 16 in [16, 256]");
-  static constexpr int kNumMathWarpgroups = BLOCK_M == 64 ? 1 : 2;
-  // BLOCK_M 256: each math warpgroup computes two 64-row slices ("waves") per k-block, rows
-  // 64 * wg and 128 + 64 * wg, reusing one wgmma accumulator (serial promotion) into two output
-  // arrays. Twice the FLOPs per byte of B loaded: the L2 -> SM traffic per FLOP drops by a quarter
-  // against 128-row tiles (DeepGEMM's choice for large bf16-output GEMMs).
-  static constexpr int kNumWaves = BLOCK_M / (64 * kNumMathWarpgroups);
+  static constexpr int kNumMathWarpgroups = BLOCK_M / 64;
   static constexpr int kNumMathThreads = 128 * kNumMathWarpgroups;
   static constexpr int kNumThreads = kNumProducerThreads + kNumMathThreads;
   // Register budget: 64K registers per SM for the single CTA. 3 warpgroups: 128 * 40 + 256 * 232 =
@@ -84,10 +78,7 @@ struct GemmTraits {
   // Per-column B scales with the row-masking epilogue (k-grouped wgrad) need a few registers more:
   // at 128x128 / 64x128 that variant takes the serial loop (ptxas: deferred spills 8 / 80 bytes).
   static constexpr int kExtraRegisters = (kPerRowScaleB && Epilogue::kMasksRows) ? 16 : 0;
-  static constexpr bool kDeferredPromotion =
-      kNumWaves == 1 && 3 * kNumAcc + 40 + kExtraRegisters <= (BLOCK_M == 128 ? 232 : 240);
-  static_assert(kNumWaves == 1 || (kNumWaves + 1) * kNumAcc + 40 <= kMathRegisters,
-                "two-wave tiles: two output arrays and one accumulator must fit the registers");
+  static constexpr bool kDeferredPromotion = 3 * kNumAcc + 40 + kExtraRegisters <= (BLOCK_M == 128 ? 232 : 240);
   // B-scale blocks: with BLOCK_N not dividing 128 (e.g. 112, 144, 160) some tiles have columns in
   // two consecutive 128-wide scale blocks. A tile starts at an offset (col_start % 128) that is a
   // multiple of g = gcd(BLOCK_N, 128), at most 128 - g, so it touches at most two scale blocks iff
@@ -102,9 +93,7 @@ struct GemmTraits {
   // SFA is loaded as BLOCK_M + 4 floats starting at row_start rounded down to a multiple of 4: a
   // TMA box must start 16-byte aligned along its inner (here: M) dimension, and grouped tiles
   // start at any row. The consumers skip the (row_start % 4) leading floats.
-  // 256-row tiles load exactly BLOCK_M floats (a TMA box holds at most 256 per dimension): they
-  // are dense-only, whose tiles start at multiples of BLOCK_M.
-  static constexpr int kSfaBoxRows = BLOCK_M == 256 ? BLOCK_M : BLOCK_M + 4;
+  static constexpr int kSfaBoxRows = BLOCK_M + 4;
   static constexpr int kSmemSFA = ((kSfaBoxRows * 4 + 127) / 128) * 128;
   // SFB slice (kPerRowScaleB only): BLOCK_N floats from col_start, which is a multiple of BLOCK_N
   // (so of 16): 16-byte aligned without the SFA-style pad.
@@ -322,8 +311,7 @@ __global__ void __launch_bounds__(GemmTraits<BLOCK_M, BLOCK_N, Epilogue, kPerRow
     const int row_in_wg = (static_cast<int>(warp_idx) % 4) * 16 + static_cast<int>(lane) / 4;  // and +8
     const int num_sfb_rows = (args.n + 127) / 128;
 
-    // Descriptors of stage 0; stage s adds s * kSmemAB bytes (in 16-byte units), wave w of a
-    // 256-row tile 128 rows (w * 128 * kBlockK bytes).
+    // Descriptors of stage 0; stage s adds s * kSmemAB bytes (in 16-byte units).
     const uint64_t desc_a0 = ptx::make_smem_desc_sw128(ptx::smem_u32(smem_ab) + wg * 64 * kBlockK);
     const uint64_t desc_b0 = ptx::make_smem_desc_sw128(ptx::smem_u32(smem_ab + Traits::kSmemA));
 
@@ -337,10 +325,9 @@ __global__ void __launch_bounds__(GemmTraits<BLOCK_M, BLOCK_N, Epilogue, kPerRow
     for (int i = 0; i < kNumAcc; ++i) acc[i] = 0.f;
 
     // ---- the steps of one 128-wide k-block, shared by both main loops below ----
-    // Issue the 4 wgmmas of the k-block in `stage` (rows of `wave`) into accumulator `a` (one
-    // commit group).
-    auto issue = [&](float (&a)[kNumAcc], uint32_t st, int wave = 0) {
-      const uint64_t stage_offset = static_cast<uint64_t>(st * Traits::kSmemAB + wave * 128 * kBlockK) >> 4;
+    // Issue the 4 wgmmas of the k-block in `stage` into accumulator `a` (one commit group).
+    auto issue = [&](float (&a)[kNumAcc], uint32_t st) {
+      const uint64_t stage_offset = static_cast<uint64_t>(st * Traits::kSmemAB) >> 4;
       ptx::fence_operands(a);
       ptx::wgmma_fence();
 #pragma unroll
@@ -354,8 +341,8 @@ __global__ void __launch_bounds__(GemmTraits<BLOCK_M, BLOCK_N, Epilogue, kPerRow
       ptx::fence_operands(a);
     };
     // A scales of this thread's two rows in `stage` (read before the stage is released).
-    auto load_sfa = [&](uint32_t st, float& r0, float& r1, int wave = 0) {
-      const float* sfa_stage = smem_sfa + st * (Traits::kSmemSFA / 4) + (tile.a_row & 3) + wg * 64 + wave * 128;
+    auto load_sfa = [&](uint32_t st, float& r0, float& r1) {
+      const float* sfa_stage = smem_sfa + st * (Traits::kSmemSFA / 4) + (tile.a_row & 3) + wg * 64;
       r0 = ptx::ld_shared_f32(sfa_stage + row_in_wg);
       r1 = ptx::ld_shared_f32(sfa_stage + row_in_wg + 8);
     };
@@ -435,12 +422,6 @@ __global__ void __launch_bounds__(GemmTraits<BLOCK_M, BLOCK_N, Epilogue, kPerRow
       float out[kNumAcc];
 #pragma unroll
       for (int i = 0; i < kNumAcc; ++i) out[i] = 0.f;
-      // Output of the second wave (256-row tiles; a 1-element dummy otherwise).
-      constexpr int kNumWaves = Traits::kNumWaves;
-      float out1[kNumWaves > 1 ? kNumAcc : 1];
-#pragma unroll
-      for (int i = 0; i < (kNumWaves > 1 ? kNumAcc : 1); ++i) out1[i] = 0.f;
-      const bool active1 = kNumWaves > 1 && tile.row_start + 128 + wg * 64 < tile.row_end;
 
       bool deferred = false;
       if constexpr (Traits::kDeferredPromotion) deferred = args.deferred_promotion != 0;
@@ -510,34 +491,6 @@ __global__ void __launch_bounds__(GemmTraits<BLOCK_M, BLOCK_N, Epilogue, kPerRow
           // prologue's group may still be in flight (num_k_blocks == 0) and serializes all wgmmas.
           ptx::wgmma_wait<0>();
         }
-      } else if constexpr (kNumWaves > 1) {
-        // Two waves, serial promotion: per k-block, wave 0's wgmmas, wait, promote into `out`,
-        // then wave 1's into `out1`; the stage is released once wave 1's wgmmas are done. The two
-        // math warpgroups' promotions overlap each other's wgmmas. (Dense tiles only: no
-        // per-column B scales.)
-        static_assert(!kPerRowScaleB, "256-row tiles are dense");
-        for (int kb = 0; kb < tile_k_blocks; ++kb) {
-          float sfb0_cur, sfb1_cur;
-          next_sfb(kb, sfb0_cur, sfb1_cur);
-          ptx::mbar_wait(&full_bar[stage], phase);
-          float sfa0 = 0.f, sfa1 = 0.f;
-          if (active) {
-            load_sfa(stage, sfa0, sfa1, 0);
-            issue(acc, stage, 0);
-            ptx::wgmma_wait<0>();
-            ptx::fence_operands(acc);
-            promote(out, acc, sfa0, sfa1, sfb0_cur, sfb1_cur, split);
-          }
-          if (active1) {
-            load_sfa(stage, sfa0, sfa1, 1);
-            issue(acc, stage, 1);
-            ptx::wgmma_wait<0>();
-            ptx::fence_operands(acc);
-          }
-          release(stage, tile);
-          if (active1) promote(out1, acc, sfa0, sfa1, sfb0_cur, sfb1_cur, split);
-          advance(stage, phase);
-        }
       } else {
         // Serial promotion (DeepGEMM's order): issue, wait, release, promote; the two math
         // warpgroups' promotions overlap each other's wgmmas.
@@ -562,9 +515,7 @@ __global__ void __launch_bounds__(GemmTraits<BLOCK_M, BLOCK_N, Epilogue, kPerRow
         }
       }
 
-      if (active) Epilogue::store(out, smem_d, &tmap_d, tile, wg, /*slice=*/wg, tid_in_wg, epi_params);
-      if constexpr (kNumWaves > 1)
-        if (active1) Epilogue::store(out1, smem_d, &tmap_d, tile, wg, /*slice=*/2 + wg, tid_in_wg, epi_params);
+      if (active) Epilogue::store(out, smem_d, &tmap_d, tile, wg, tid_in_wg, epi_params);
     }
     Epilogue::finish(tid_in_wg);
   }
@@ -581,7 +532,7 @@ __global__ void __launch_bounds__(GemmTraits<BLOCK_M, BLOCK_N, Epilogue, kPerRow
 // kCompiledTiles in fp8_gemm.h (checked by a static_assert in fp8_gemm.cu).
 // ------------------------------------------------------------------------------------------------
 #define FP8GEMM_COMPILED_TILES(X) \
-  X(128, 112) X(128, 128) X(128, 144) X(128, 160) X(256, 128) X(64, 32) X(64, 64) X(64, 128)
+  X(128, 112) X(128, 128) X(128, 144) X(128, 160) X(64, 32) X(64, 64) X(64, 128)
 
 namespace detail {
 
@@ -594,7 +545,6 @@ struct KernelEntry {
   int smem_per_stage = 0;  // per pipeline stage (tiles + SFA + barriers)
   int d_box_cols = 0, d_box_rows = 0, d_swizzle_bytes = 0;  // TMA store box / swizzle of the D map
   int out_elem_bytes = 0;
-  int sfa_box_rows = 0;  // floats of A's scales per TMA load (GemmTraits::kSfaBoxRows)
 };
 
 template <OutDtype kOut>
@@ -616,7 +566,6 @@ KernelEntry make_kernel_entry(OutDtype out) {
   e.d_box_cols = Epi::kAtomCols;
   e.d_box_rows = Epi::kBoxRows;
   e.d_swizzle_bytes = Epi::kAtomBytes;
-  e.sfa_box_rows = Traits::kSfaBoxRows;
   e.out_elem_bytes = Epi::kElemBytes;
   return e;
 }
