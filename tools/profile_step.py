@@ -1,0 +1,60 @@
+"""Where one training step's GPU time goes: the kernels of the MLP example's step (FP8 and bf16),
+summed per kernel name over a few steps (CUPTI through torch.profiler), largest first.
+
+    python tools/profile_step.py [--d-model 4096 --d-ff 14336 --tokens 8192 --layers 1 --top 25]
+"""
+
+import argparse
+import collections
+import os
+import sys
+
+import jax
+from flax import nnx
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "examples"))
+from ab_training import make_step  # noqa: E402
+from train_mlp import MLPStack, make_data  # noqa: E402
+
+
+def profile(step, state, data, steps, top):
+    from torch.profiler import ProfilerActivity, profile as torch_profile
+
+    for i in range(3):  # compile + warm up
+        state, loss = step(state, *data[i % len(data)])
+    jax.block_until_ready(loss)
+    with torch_profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for i in range(steps):
+            state, loss = step(state, *data[i % len(data)])
+        jax.block_until_ready(loss)
+    per_kernel = collections.Counter()
+    for e in prof.key_averages():
+        t = getattr(e, "device_time_total", getattr(e, "cuda_time_total", 0))
+        if t > 0:
+            per_kernel[e.key] += t / steps
+    total = sum(per_kernel.values())
+    print(f"  GPU kernel time per step: {total / 1e3:.2f} ms")
+    for name, t in per_kernel.most_common(top):
+        print(f"  {t / 1e3:7.3f} ms {100 * t / total:5.1f}%  {name[:110]}")
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__)
+    p.add_argument("--d-model", type=int, default=4096)
+    p.add_argument("--d-ff", type=int, default=14336)
+    p.add_argument("--tokens", type=int, default=8192)
+    p.add_argument("--layers", type=int, default=1)
+    p.add_argument("--steps", type=int, default=5)
+    p.add_argument("--top", type=int, default=25)
+    args = p.parse_args()
+    data = make_data(args)
+    for fp8 in (True, False):
+        print(f"== {'FP8 (jax_fp8gemm)' if fp8 else 'bf16'}")
+        model = MLPStack(args.d_model, args.d_ff, args.layers, fp8, nnx.Rngs(0))
+        step, state = make_step(model, 1e-3)
+        profile(step, state, data, args.steps, args.top)
+
+
+if __name__ == "__main__":
+    main()
