@@ -275,19 +275,6 @@ __device__ __forceinline__ void st_global_v4_u32(void* gmem, const uint4& v) {
                : "memory");
 }
 
-// Asynchronous 4-byte global -> shared copy (cp.async, L1-allocating), its commit and wait.
-__device__ __forceinline__ void cp_async_4(uint32_t smem_dst, const void* gmem_src) {
-  asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(smem_dst), "l"(gmem_src) : "memory");
-}
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
-__device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wait_all;\n" ::: "memory"); }
-
-__device__ __forceinline__ float ld_shared_f32(uint32_t smem_addr) {
-  float v;
-  asm volatile("ld.shared.f32 %0, [%1];\n" : "=f"(v) : "r"(smem_addr) : "memory");
-  return v;
-}
-
 __device__ __forceinline__ float ld_shared_f32(const float* p) {
   float v;
   asm volatile("ld.shared.f32 %0, [%1];\n" : "=f"(v) : "r"(smem_u32(p)) : "memory");

@@ -208,29 +208,17 @@ struct LaunchSetup {
   int num_stages = 0, smem_bytes = 0;
 };
 
-// Fills `s` for kernel `e`: the pipeline depth is cfg.num_stages, or as many stages as fit next to
-// `extra_bytes` (B-scale staging). cudaErrorInvalidValue if that is fewer than `min_stages` or
-// does not fit the shared memory.
-cudaError_t setup_launch(const KernelEntry& e, const GemmConfig& cfg, int min_stages, LaunchSetup* s,
-                         int extra_bytes = 0) {
+// Fills `s` for kernel `e`: the pipeline depth is cfg.num_stages, or as many stages as fit.
+// cudaErrorInvalidValue if that is fewer than `min_stages` or does not fit the shared memory.
+cudaError_t setup_launch(const KernelEntry& e, const GemmConfig& cfg, int min_stages, LaunchSetup* s) {
   cudaError_t err = cudaGetDevice(&s->dev);
   if (err != cudaSuccess) return err;
   err = get_device_facts(s->dev, &s->device_sms, &s->smem_limit);
   if (err != cudaSuccess) return err;
-  s->num_stages = cfg.num_stages > 0 ? cfg.num_stages : stages_that_fit(e, s->smem_limit - extra_bytes);
-  s->smem_bytes = e.smem_fixed + s->num_stages * e.smem_per_stage + extra_bytes;
+  s->num_stages = cfg.num_stages > 0 ? cfg.num_stages : stages_that_fit(e, s->smem_limit);
+  s->smem_bytes = e.smem_fixed + s->num_stages * e.smem_per_stage;
   if (s->num_stages < min_stages || s->smem_bytes > s->smem_limit) return cudaErrorInvalidValue;
   return cudaSuccess;
-}
-
-// setup_launch for the dense and grouped kernels, with shared memory for staging the B scales
-// (GemmKernelArgs::sfb_staged) when K is small enough to stage and the stages still fit;
-// otherwise without (the kernel then reads the scales from global memory).
-cudaError_t setup_with_sfb_staging(const KernelEntry& e, const GemmConfig& cfg, int num_k_blocks, LaunchSetup* s,
-                                   bool* staged) {
-  *staged = num_k_blocks <= kMaxStagedKBlocks &&
-            setup_launch(e, cfg, /*min_stages=*/1, s, sfb_staging_bytes(num_k_blocks)) == cudaSuccess;
-  return *staged ? cudaSuccess : setup_launch(e, cfg, /*min_stages=*/1, s);
 }
 
 // CTAs of a persistent grid without clusters: cfg.num_sms (0: every SM), at most one per tile.
@@ -296,17 +284,14 @@ struct TensorMaps {
   CUtensorMap sfb = {};
 };
 
-GemmKernelArgs make_kernel_args(const float* sfb, int n, int num_k_blocks, int num_stages, bool sfb_staged = false) {
+GemmKernelArgs make_kernel_args(const float* sfb, int n, int num_k_blocks, int num_stages) {
   GemmKernelArgs args;
   args.sfb = sfb;
   args.n = n;
   args.num_k_blocks = num_k_blocks;
   args.num_stages = num_stages;
-  args.sfb_staged = sfb_staged ? 1 : 0;
   return args;
 }
-
-
 
 // Launches kernel `e` on `grid` CTAs with the setup's dynamic shared memory. `attr`: one optional
 // launch attribute (cluster dimension, programmatic dependent launch), or null.
@@ -354,10 +339,8 @@ cudaError_t launch_fp8_gemm(const GemmProblem& p, const GemmConfig& cfg, cudaStr
 
   const int entry_idx = find_entry(cfg.block_m, cfg.block_n, p.out_dtype);
   const KernelEntry& e = registry()[entry_idx];
-  const int num_k_blocks = (p.k + kBlockK - 1) / kBlockK;
   LaunchSetup s;
-  bool staged = false;
-  cudaError_t err = setup_with_sfb_staging(e, cfg, num_k_blocks, &s, &staged);
+  cudaError_t err = setup_launch(e, cfg, /*min_stages=*/1, &s);
   if (err != cudaSuccess) return err;
   err = ensure_smem_attribute(g_smem_attribute_set[entry_idx][s.dev], e.fn, s.smem_limit);
   if (err != cudaSuccess) return err;
@@ -383,6 +366,7 @@ cudaError_t launch_fp8_gemm(const GemmProblem& p, const GemmConfig& cfg, cudaStr
     if (grid < 1) return cudaErrorInvalidValue;
   }
 
+  const int num_k_blocks = (p.k + kBlockK - 1) / kBlockK;
   TensorMaps maps;
   if (!encode_operand_map(&maps.a, p.a, p.m, p.k, e.block_m) ||
       !encode_operand_map(&maps.b, p.b, p.n, p.k, e.block_n) ||
@@ -395,7 +379,7 @@ cudaError_t launch_fp8_gemm(const GemmProblem& p, const GemmConfig& cfg, cudaStr
   sched.n = p.n;
   sched.band_m = choose_band_m(grid, e.block_m, e.block_n);
   cudaLaunchAttribute cluster_attr = cluster_of_2_attribute();
-  return launch_kernel(e, grid, s, maps, make_kernel_args(p.sfb, p.n, num_k_blocks, s.num_stages, staged), sched,
+  return launch_kernel(e, grid, s, maps, make_kernel_args(p.sfb, p.n, num_k_blocks, s.num_stages), sched,
                        EmptyEpilogueParams{}, cluster == 2 ? &cluster_attr : nullptr, stream);
 }
 
@@ -432,8 +416,7 @@ cudaError_t launch_fp8_grouped_gemm(const GroupedGemmProblem& p, const GemmConfi
   if (sfb_group_stride * p.num_groups > INT_MAX) return cudaErrorInvalidValue;
 
   LaunchSetup s;
-  bool staged = false;
-  cudaError_t err = setup_with_sfb_staging(e, cfg, num_k_blocks, &s, &staged);
+  cudaError_t err = setup_launch(e, cfg, /*min_stages=*/1, &s);
   if (err != cudaSuccess) return err;
 
   // Upper bound of the tiles: contiguous sum_g cdiv(rows_g, BM) <= cdiv(M, BM) + (non-empty groups).
@@ -488,7 +471,7 @@ cudaError_t launch_fp8_grouped_gemm(const GroupedGemmProblem& p, const GemmConfi
   cudaLaunchAttribute pdl;
   pdl.id = cudaLaunchAttributeProgrammaticStreamSerialization;
   pdl.val.programmaticStreamSerializationAllowed = 1;
-  return launch_kernel(e, grid, s, maps, make_kernel_args(p.sfb, p.n, num_k_blocks, s.num_stages, staged), sched, epi, &pdl,
+  return launch_kernel(e, grid, s, maps, make_kernel_args(p.sfb, p.n, num_k_blocks, s.num_stages), sched, epi, &pdl,
                        stream);
 }
 

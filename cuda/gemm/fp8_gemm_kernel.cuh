@@ -109,15 +109,6 @@ struct GemmTraits {
   static constexpr int smem_bytes(int num_stages) { return kSmemD + num_stages * kSmemPerStage; }
 };
 
-// B-scale staging (GemmKernelArgs::sfb_staged): each math warpgroup copies the B-scale rows of its
-// NEXT tile (one or two 128-wide blocks x all k-blocks) from global to shared memory with cp.async
-// while it computes the current one, so the promotion reads its scales from shared memory. Read
-// from global one k-block ahead instead, the first k-block of a tile and every 32nd wait on an
-// L2 miss behind the TMA traffic (ncu); constant scales measured +9% at K = 7168.
-// Shared memory: [2 warpgroups][2 buffers][2 blocks][num_k_blocks] floats after the barriers.
-inline int sfb_staging_bytes(int num_k_blocks) { return 2 * 2 * 2 * num_k_blocks * 4; }
-constexpr int kMaxStagedKBlocks = 512;  // K <= 65536: at most 16 KB; larger K reads from global
-
 // Deferred promotion is on unless FP8GEMM_DEFERRED=0 (read once; for A/B measurements).
 inline int deferred_promotion_default() {
   static const int value = [] {
@@ -135,8 +126,6 @@ struct GemmKernelArgs {
   int num_stages;    // pipeline depth (fits the dynamic shared memory the launch provides)
   // 1: issue k-block kb+1 before promoting kb (tiles where it fits; see kDeferredPromotion).
   int deferred_promotion = deferred_promotion_default();
-  // 1: B scales are staged in shared memory (sfb_staging_bytes(num_k_blocks) after the barriers).
-  int sfb_staged = 0;
 };
 
 namespace detail {
@@ -235,7 +224,6 @@ __global__ void __launch_bounds__(GemmTraits<BLOCK_M, BLOCK_N, Epilogue, kPerRow
   uint64_t* const full_bar = reinterpret_cast<uint64_t*>(
       smem_ab + num_stages * (Traits::kSmemAB + Traits::kSmemSFA + Traits::kSmemSFB));
   uint64_t* const empty_bar = full_bar + num_stages;
-  float* const sfb_staging = reinterpret_cast<float*>(empty_bar + num_stages);  // sfb_staged only
 
   // Warp index made warp-uniform explicitly (lets the compiler keep it in a uniform register).
   const uint32_t warp_idx = __shfl_sync(0xffffffffu, threadIdx.x / 32, 0);
@@ -396,38 +384,7 @@ __global__ void __launch_bounds__(GemmTraits<BLOCK_M, BLOCK_N, Epilogue, kPerRow
       release(st, tile);
     };
 
-    // B-scale staging (sfb_staged): stage_sfb(t, buf) starts the copies of tile t's scale rows into
-    // this warpgroup's buffer `buf` (block b1 at offset num_k_blocks).
-    const bool staged = !kPerRowScaleB && args.sfb_staged != 0;
-    auto staging_buffer = [&](int buf) {
-      return ptx::smem_u32(sfb_staging + (wg * 2 + buf) * 2 * num_k_blocks);
-    };
-    auto stage_sfb = [&](const TileInfo& t, int buf) {
-      const int b0 = t.col_start / 128, b1 = min(b0 + 1, num_sfb_rows - 1);
-      const float* src0 = args.sfb + t.sfb_offset + b0 * num_k_blocks;
-      const float* src1 = args.sfb + t.sfb_offset + b1 * num_k_blocks;
-      const uint32_t dst = staging_buffer(buf);
-      const int count = (Traits::kMayStraddle ? 2 : 1) * num_k_blocks;
-      for (int i = tid_in_wg; i < count; i += 128)
-        ptx::cp_async_4(dst + 4 * i, i < num_k_blocks ? src0 + i : src1 + (i - num_k_blocks));
-      ptx::cp_async_commit();
-    };
-    auto stage_next_tile = [&](int buf) {  // the tile after the scheduler's current position
-      Scheduler peek = scheduler;
-      TileInfo t;
-      if (peek.next(t)) stage_sfb(t, buf);
-    };
-    int sfb_buf = 0;
-    if (staged) stage_next_tile(sfb_buf);
-
     while (scheduler.next(tile)) {
-      if (staged) {
-        // This tile's scales have landed (own copies: wait; the warpgroup's: barrier), and every
-        // thread of the warpgroup is done with the other buffer: start the next tile's copies.
-        ptx::cp_async_wait_all();
-        ptx::named_barrier_sync(3 + wg, 128);
-        stage_next_tile(sfb_buf ^ 1);
-      }
       // Rows of this warpgroup beyond the tile's valid rows: no output (and in the serial loop no
       // math either; stages are consumed all the same).
       const bool active = tile.row_start + wg * 64 < tile.row_end;
@@ -444,24 +401,19 @@ __global__ void __launch_bounds__(GemmTraits<BLOCK_M, BLOCK_N, Epilogue, kPerRow
       const int sfb_block1 = min(sfb_block0 + 1, num_sfb_rows - 1);  // clamped at the right edge
       const float* sfb0 = args.sfb + tile.sfb_offset + sfb_block0 * num_k_blocks + kb_begin;
       const float* sfb1 = args.sfb + tile.sfb_offset + sfb_block1 * num_k_blocks + kb_begin;
-      // The B scales, read one k-block ahead: from the staging buffer, or from global memory.
-      const uint32_t staged0 = staging_buffer(sfb_buf) + 4 * kb_begin;
-      const uint32_t staged1 = staged0 + 4 * num_k_blocks;
-      auto load_sfb = [&](int kb, float& v0, float& v1) {
-        if (staged) {
-          v0 = ptx::ld_shared_f32(staged0 + 4 * kb);
-          if (Traits::kMayStraddle) v1 = ptx::ld_shared_f32(staged1 + 4 * kb);  // b1 clamped as in stage_sfb
-        } else {
-          v0 = __ldg(sfb0 + kb);
-          if (Traits::kMayStraddle) v1 = __ldg(sfb1 + kb);
-        }
-      };
+      // Software-prefetch the B scales one k-block ahead (global latency off the critical path).
       float sfb0_next = 0.f, sfb1_next = 0.f;
-      if constexpr (!kPerRowScaleB) load_sfb(0, sfb0_next, sfb1_next);
+      if constexpr (!kPerRowScaleB) {
+        sfb0_next = __ldg(sfb0);
+        sfb1_next = Traits::kMayStraddle ? __ldg(sfb1) : 0.f;
+      }
       auto next_sfb = [&](int kb, float& cur0, float& cur1) {
         if constexpr (!kPerRowScaleB) {
           cur0 = sfb0_next, cur1 = sfb1_next;
-          if (kb + 1 < tile_k_blocks) load_sfb(kb + 1, sfb0_next, sfb1_next);
+          if (kb + 1 < tile_k_blocks) {
+            sfb0_next = __ldg(sfb0 + kb + 1);
+            if (Traits::kMayStraddle) sfb1_next = __ldg(sfb1 + kb + 1);
+          }
         } else {
           cur0 = cur1 = 0.f;
         }
@@ -564,7 +516,6 @@ __global__ void __launch_bounds__(GemmTraits<BLOCK_M, BLOCK_N, Epilogue, kPerRow
       }
 
       if (active) Epilogue::store(out, smem_d, &tmap_d, tile, wg, tid_in_wg, epi_params);
-      sfb_buf ^= 1;
     }
     Epilogue::finish(tid_in_wg);
   }
