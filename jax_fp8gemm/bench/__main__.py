@@ -1,4 +1,5 @@
 """python -m jax_fp8gemm.bench [--suite quantize,gemm] [--out DIR] [--shapes MxNxK,...]
+                              [--protocol sustained|flushed]
 
 Prints one table of our ops and their peers measured side by side in this run, writes
 DIR/results.json and DIR/results.png.
@@ -19,13 +20,18 @@ def main(argv=None) -> int:
     p.add_argument("--suite", default="quantize,gemm,grouped")
     p.add_argument("--out", default="bench_out")
     p.add_argument("--shapes", default="", help="gemm shapes MxNxK,... (default: SPEC's table)")
+    p.add_argument("--protocol", default="sustained", choices=("sustained", "flushed"),
+                   help="sustained: back-to-back calls; flushed: DeepGEMM's (L2 flushed before "
+                        "each call), under which SPEC's bars were measured (needs torch)")
     args = p.parse_args(argv)
 
     import jax
 
     import jax_fp8gemm as fg
 
-    from . import report, suites
+    from . import report, suites, timing
+
+    timing.PROTOCOL["name"] = args.protocol
 
     path = "sm_90a kernels" if fg.kernels_enabled() else "jnp reference (no Hopper kernels)"
     print(f"jax {jax.__version__} on {jax.devices()[0].device_kind}; our ops run: {path}",
@@ -48,7 +54,8 @@ def main(argv=None) -> int:
     os.makedirs(args.out, exist_ok=True)
     from .timing import METHOD
 
-    print(f"\ntiming: {METHOD['name']} time per op (see jax_fp8gemm/bench/timing.py)")
+    print(f"\ntiming: {METHOD['name']} time per op, protocol {args.protocol} "
+          "(see jax_fp8gemm/bench/timing.py)")
     print(report.table(rows, jax.devices()[0].device_kind))
     report.write(rows, args.out, jax.devices()[0].device_kind)
     print(f"\nwrote {args.out}/results.json and {args.out}/results.png")
