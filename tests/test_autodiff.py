@@ -69,6 +69,24 @@ def test_fp8_dot_jit_grad_leading_axes_vmap_remat(rng):
     assert np.isfinite(float(total))
 
 
+def test_backward_keeps_only_fp8_copies(rng):
+    """The residuals of fp8_dot / ragged_dot are the FP8 operands the backward pass needs (x^T in
+    1x128 groups along tokens, w's blocks in the dgrad orientation) and their scales: no bf16 copy
+    of an input stays alive between forward and backward."""
+    x = randn(rng, (256, 384), jnp.bfloat16)
+    w = randn(rng, (384, 512), jnp.bfloat16)
+    _, vjp = jax.vjp(fg.fp8_dot, x, w)
+    leaves = jax.tree.leaves(vjp)
+    assert sorted((l.shape, str(l.dtype)) for l in leaves) == sorted(
+        [((384, 256), "float8_e4m3fn"), ((384, 2), "float32"),
+         ((384, 512), "float8_e4m3fn"), ((3, 4), "float32")])
+    rhs = randn(rng, (4, 384, 256), jnp.bfloat16)
+    sizes = jnp.asarray([100, 0, 60, 96], jnp.int32)
+    _, vjp = jax.vjp(lambda a, b: fg.ragged_dot(a, b, sizes), x, rhs)
+    big = [l for l in jax.tree.leaves(vjp) if l.size >= 256 * 128]
+    assert big and all(l.dtype == jnp.float8_e4m3fn for l in big), [(l.shape, l.dtype) for l in big]
+
+
 def test_dot_general_drop_in(rng):
     x = randn(rng, (4, 32, 256), jnp.bfloat16)
     w = randn(rng, (256, 128), jnp.bfloat16, scale=0.05)
