@@ -542,6 +542,34 @@ def moe_expert_parallel_fp8():
     _moe_check(True, 2e-3)
 
 
+@check
+def moe_capacity_and_dropped_assignments():
+    """dropped_assignments counts exactly the assignments past the capacity (numpy count of the
+    per-(source, destination) loads), and a capacity that holds the largest load gives the no-drop
+    result bitwise."""
+    mesh = jax.make_mesh((8,), ("expert",), axis_types=(AxisType.Auto,))
+    x, wr, weights, _, k = _moe_setup(False)
+    logits = x @ wr
+    experts = np.asarray(parallel.route(logits, k)[1])  # [T, k]
+    local = logits.shape[-1] // 8
+    loads = np.stack([np.bincount(block.reshape(-1) // local, minlength=8)
+                      for block in np.split(experts, 8)])  # [source, destination]
+    args = (put(x, P("expert"), mesh), *(put(v, P("expert"), mesh) for v in weights))
+
+    def sharded(x, wg, wu, wd, capacity=None):
+        return parallel.moe_expert_parallel(x, x @ wr, wg, wu, wd, top_k=k, mesh=mesh,
+                                            axis="expert", capacity=capacity, use_fp8=False)
+
+    f = jax.jit(sharded, static_argnames="capacity")
+    full = np.asarray(f(*args))
+    for cap in (int(loads.max()), int(loads.max()) - 3, 4):
+        want = int(np.maximum(loads - cap, 0).sum())
+        got = int(parallel.dropped_assignments(logits, top_k=k, num_devices=8, capacity=cap))
+        assert got == want, (cap, got, want)
+        out = np.asarray(f(*args, capacity=cap))
+        assert np.array_equal(out, full) == (want == 0), (cap, want)
+
+
 def main(names):
     results = {}
     for name in names or CHECKS:
