@@ -99,6 +99,13 @@ def reduce_k(out, k_axes, out_dtype):
     return jax.lax.psum(out, k_axes).astype(out_dtype)
 
 
+def run_reduced(run, args, k_axes, out_dtype):
+    """run(*args) on this shard; with K sharded over k_axes, in FP32 and summed (reduce_k)."""
+    if not k_axes:
+        return run(*args)
+    return reduce_k(run(*args, out_dtype=np.dtype(np.float32)), k_axes, out_dtype)
+
+
 def _rule(a, a_s, b, b_s, *, out_dtype):
     r = _sharding.Rule()
     k, kb = r.blocked("k", a.shape[1])
@@ -114,9 +121,7 @@ def _plan(layout, a, a_s, b, b_s, *, out_dtype):
     k = layout.first((0, 1, k_size, GROUP), (2, 1, k_size, GROUP))
 
     def local(run, a, a_s, b, b_s):
-        if not k:
-            return run(a, a_s, b, b_s)
-        return reduce_k(run(a, a_s, b, b_s, out_dtype=np.dtype(np.float32)), k, out_dtype)
+        return run_reduced(run, (a, a_s, b, b_s), k, out_dtype)
 
     return Plan(in_specs=(spec(m, k), spec(m, k), spec(n, k), spec(n, k)),
                 out_specs=(spec(m, n),), local=local)

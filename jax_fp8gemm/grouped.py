@@ -25,7 +25,7 @@ from jax.core import ShapedArray
 
 from . import _checks, _kernels, _primitive, _sharding, gemm_config, reference
 from ._sharding import Plan, spec
-from .gemm import check_operands, mn_major_scales, reduce_k
+from .gemm import check_operands, mn_major_scales, reduce_k, run_reduced
 from .reference import GROUP, cdiv
 
 _INT32_MAX = 2**31 - 1
@@ -175,10 +175,7 @@ def _masked_plan(layout, a, a_s, b, b_s, masked_m, *, out_dtype):
             m_local = a.shape[1]
             r0 = _sharding.shard_index(m) * m_local
             masked_m = jnp.clip(masked_m - r0, 0, m_local).astype(jnp.int32)
-        if not k:
-            return run(a, a_s, b, b_s, masked_m)
-        return reduce_k(run(a, a_s, b, b_s, masked_m, out_dtype=np.dtype(np.float32)), k,
-                        out_dtype)
+        return run_reduced(run, (a, a_s, b, b_s, masked_m), k, out_dtype)
 
     return Plan(in_specs=(spec(g, m, k), spec(g, m, k), spec(g, n, k), spec(g, n, k), spec(g)),
                 out_specs=(spec(g, m, n),), local=local)

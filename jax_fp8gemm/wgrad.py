@@ -20,7 +20,7 @@ from jax.core import ShapedArray
 
 from . import _checks, _kernels, _primitive, _sharding, gemm_config, reference
 from ._sharding import Plan, spec
-from .gemm import mn_major_scales, reduce_k
+from .gemm import mn_major_scales, reduce_k, run_reduced
 from .reference import GROUP, cdiv
 
 _INT32_MAX = 2**31 - 1
@@ -73,9 +73,7 @@ def _dense_plan(layout, a, a_s, b, b_s, *, out_dtype):
     m, n, t = _take_mnt(layout, a, b)
 
     def local(run, a, a_s, b, b_s):
-        if not t:
-            return run(a, a_s, b, b_s)
-        return reduce_k(run(a, a_s, b, b_s, out_dtype=np.dtype(np.float32)), t, out_dtype)
+        return run_reduced(run, (a, a_s, b, b_s), t, out_dtype)
 
     return Plan(in_specs=(spec(m, t), spec(m, t), spec(n, t), spec(n, t)),
                 out_specs=(spec(m, n),), local=local)

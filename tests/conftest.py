@@ -47,6 +47,19 @@ def dequant64(q, s, blockwise: bool):
     return np.asarray(jax.device_get(f(q, s)), np.float64)
 
 
+def grouped_reference64(a, a_s, b, b_s, sizes):
+    """float64 contiguous-layout reference with the kernels' clamping: (out, rows used); rows past
+    the clamped sum are 0."""
+    af, bf = dequant64(a, a_s, False), dequant64(b, b_s, True)
+    out = np.zeros((a.shape[0], b.shape[1]))
+    start = 0
+    for g, size in enumerate(np.asarray(sizes)):
+        size = max(0, min(int(size), a.shape[0] - start))
+        out[start:start + size] = af[start:start + size] @ bf[g].T
+        start += size
+    return out, start
+
+
 def on_hopper() -> bool:
     return fg.kernels_enabled()
 

@@ -5,7 +5,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from conftest import calc_diff, dequant64, quantized, randn
+from conftest import calc_diff, dequant64, grouped_reference64, quantized, randn
 
 import jax_fp8gemm as fg
 
@@ -52,14 +52,7 @@ def test_gemm_leading_axes_and_vmap(rng):
 
 
 def numpy_grouped(a, a_s, b, b_s, sizes):
-    af, bf = dequant64(a, a_s, False), dequant64(b, b_s, True)
-    out = np.zeros((a.shape[0], b.shape[1]))
-    start = 0
-    for g, size in enumerate(np.asarray(sizes)):
-        size = max(0, min(int(size), a.shape[0] - start))
-        out[start:start + size] = af[start:start + size] @ bf[g].T
-        start += size
-    return out
+    return grouped_reference64(a, a_s, b, b_s, sizes)[0]
 
 
 @pytest.mark.parametrize("sizes", [

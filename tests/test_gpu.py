@@ -9,7 +9,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from conftest import calc_diff, dequant64, gpu, randn
+from conftest import calc_diff, dequant64, gpu, grouped_reference64, randn
 
 import jax_fp8gemm as fg
 
@@ -151,18 +151,6 @@ def test_gemm_batched_and_vmapped_kernel(rng):
     out = jax.jit(jax.vmap(fg.gemm, in_axes=(0, 0, None, None)))(a, a_s, b, b_s)
     ref = jax.jit(jax.vmap(fg.reference.gemm, in_axes=(0, 0, None, None)))(a, a_s, b, b_s)
     assert calc_diff(out, ref) <= 1e-5
-
-
-def grouped_reference64(a, a_s, b, b_s, sizes):
-    """float64 contiguous-layout reference with the kernels' clamping; rows past the sum are 0."""
-    af, bf = dequant64(a, a_s, False), dequant64(b, b_s, True)
-    out = np.zeros((a.shape[0], b.shape[1]))
-    start = 0
-    for g, size in enumerate(np.asarray(sizes)):
-        size = max(0, min(int(size), a.shape[0] - start))
-        out[start:start + size] = af[start:start + size] @ bf[g].T
-        start += size
-    return out, start
 
 
 GROUPED_CASES = [
