@@ -12,13 +12,15 @@ from __future__ import annotations
 import dataclasses
 import math
 
+import jax.numpy as jnp
 import numpy as np
 
 from .reference import cdiv
 
 # (block_m, block_n) pairs compiled into the extension: kCompiledTiles in cuda/gemm/fp8_gemm.h.
 # block_m 128 = two math warpgroups (throughput); block_m 64 = one (decode, small M).
-COMPILED_TILES = ((128, 112), (128, 128), (128, 144), (128, 160), (64, 32), (64, 64), (64, 128))
+COMPILED_TILES = ((128, 112), (128, 128), (128, 144), (128, 160), (256, 128), (64, 32), (64, 64),
+                  (64, 128))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -36,18 +38,20 @@ class GemmConfig:
 def deferred_promotion(block_m: int, block_n: int) -> bool:
     """Whether the kernel overlaps promotion with the next k-block's wgmmas for this tile: two
     accumulator arrays and the output must fit the math warpgroups' registers
-    (kDeferredPromotion in cuda/gemm/fp8_gemm_kernel.cuh)."""
-    return 3 * block_n // 2 + 40 <= (232 if block_m == 128 else 240)
+    (kDeferredPromotion in cuda/gemm/fp8_gemm_kernel.cuh; 256-row tiles always promote serially)."""
+    return block_m <= 128 and 3 * block_n // 2 + 40 <= (232 if block_m == 128 else 240)
 
 
 def pick(m: int, n: int, k: int, out_dtype, num_sms: int) -> GemmConfig:
     """The configuration for one static shape (K does not change the ranking: every K step costs
     the same per tile; the output dtype only changes the epilogue)."""
-    del k, out_dtype
+    del k
     best = None
     for bm, bn in COMPILED_TILES:
         if m <= 64 and bm > 64:
             continue  # a second math warpgroup would only multiply zeros
+        if bm == 256 and np.dtype(out_dtype) != np.dtype(jnp.bfloat16):
+            continue  # f32 output leaves the 256-row tile 2 pipeline stages
         tiles = cdiv(m, bm) * cdiv(n, bn)
         waves = cdiv(tiles, num_sms)
         # per-tile time ~ bm*bn MACs plus (bm+bn) operand rows loaded per K step (the load term

@@ -222,15 +222,19 @@ struct Options {
   int runs = 25;
 };
 
+// (multicast, multicast_a): none, pairs sharing B, pairs sharing A.
+constexpr std::pair<int, int> kMulticastModes[] = {{1, 0}, {2, 0}, {2, 1}};
+
 std::vector<Variant> correctness_variants(const Options& o) {
   std::vector<Variant> v;
   for (const auto& t : fp8gemm::kCompiledTiles) {
     if (o.tile_m && (t.block_m != o.tile_m || t.block_n != o.tile_n)) continue;
     for (OutDtype out : {OutDtype::kBF16, OutDtype::kF32}) {
-      for (int mc : {1, 2}) {
-        v.push_back({GemmConfig{t.block_m, t.block_n, 0, 0, mc}, out});
+      for (const auto& [mc, mc_a] : kMulticastModes) {
+        v.push_back({GemmConfig{t.block_m, t.block_n, 0, 0, mc, mc_a}, out});
         // Shallow ring + few CTAs: many tiles per CTA, stage/phase wrap at odd positions.
-        v.push_back({GemmConfig{t.block_m, t.block_n, 3, mc == 2 ? 6 : 5, mc}, out});
+        const int shallow = std::min(3, fp8gemm::max_stages(t.block_m, t.block_n, out));  // 256x128 f32: 2
+        v.push_back({GemmConfig{t.block_m, t.block_n, shallow, mc == 2 ? 6 : 5, mc, mc_a}, out});
       }
     }
   }
@@ -241,7 +245,8 @@ std::vector<Variant> bench_variants(const Options& o) {
   std::vector<Variant> v;
   for (const auto& t : fp8gemm::kCompiledTiles) {
     if (o.tile_m && (t.block_m != o.tile_m || t.block_n != o.tile_n)) continue;
-    for (int mc : {1, 2}) v.push_back({GemmConfig{t.block_m, t.block_n, 0, 0, mc}, OutDtype::kBF16});
+    for (const auto& [mc, mc_a] : kMulticastModes)
+      v.push_back({GemmConfig{t.block_m, t.block_n, 0, 0, mc, mc_a}, OutDtype::kBF16});
   }
   return v;
 }
@@ -374,6 +379,9 @@ void check_rejections(const HostData& h, const DeviceData& dd) {
   c = good;
   c.multicast = 4;
   expect_invalid(p, c, "multicast 4");
+  c = good;
+  c.multicast_a = 1;  // sharing A needs a cluster of 2
+  expect_invalid(p, c, "multicast_a without a cluster");
   ++g_checks;
   if (fp8gemm::max_stages(96, 96, OutDtype::kBF16) != 0 || fp8gemm::max_stages(128, 128, OutDtype::kBF16) < 4) {
     ++g_failures;

@@ -5,8 +5,10 @@
 //   * `Epilogue::kSmemBytes`  shared memory the epilogue owns (placed first, 1024-byte aligned).
 //   * `Epilogue::Params`      trivially copyable kernel argument (extra pointers a fused epilogue
 //                             needs; empty here, the output goes through the `tmap_d` tensor map).
-//   * `store(acc, ...)`       called by all 128 threads of ONE math warpgroup for the 64 rows that
-//                             warpgroup owns. Warpgroups call it independently (no cross-warpgroup
+//   * `store(acc, ...)`       called by all 128 threads of ONE math warpgroup for one 64-row slice
+//                             of the tile that warpgroup owns (slice = wg, or 2 + wg for the second
+//                             wave of a 256-row tile; slices of one warpgroup are stored one after
+//                             the other). Warpgroups call it independently (no cross-warpgroup
 //                             synchronisation); named barrier 1 + warpgroup index is reserved for it.
 //   * `finish(...)`           called once per math thread after the last tile (drains async stores).
 // Accumulator layout (WGMMA m64nN, per warp w of the warpgroup, lane t):
@@ -80,12 +82,12 @@ struct TmaStoreEpilogue {
 
   __device__ __forceinline__ static void store(const float (&acc)[kNumAcc], uint8_t* smem_d,
                                                const CUtensorMap* tmap_d, const TileInfo& tile, int wg,
-                                               int tid_in_wg, const Params& params) {
+                                               int slice, int tid_in_wg, const Params& params) {
     const uint32_t warp = static_cast<uint32_t>(tid_in_wg) / 32;
     const uint32_t lane = static_cast<uint32_t>(tid_in_wg) % 32;
     const uint32_t barrier_id = 1 + static_cast<uint32_t>(wg);
-    // This warpgroup's 64-row slice of every atom starts at atom_base + slice_offset.
-    const uint32_t slice_base = ptx::smem_u32(smem_d) + static_cast<uint32_t>(wg) * kBoxRows * kAtomBytes;
+    // This 64-row slice of every atom starts at atom_base + slice_offset.
+    const uint32_t slice_base = ptx::smem_u32(smem_d) + static_cast<uint32_t>(slice) * kBoxRows * kAtomBytes;
 
     // 1. The previous tile's TMA stores must have finished reading shared memory before we
     //    overwrite it (only the issuing thread can wait on its bulk groups; the barrier publishes it).
@@ -131,7 +133,7 @@ struct TmaStoreEpilogue {
     if constexpr (kMaskRows) {
       // Rows of this slice that are part of the tile's output (>= 1: the kernel only calls store()
       // for warpgroups with rows below row_end). Warpgroup-uniform, so the barrier below is safe.
-      const int slice_row0 = tile.row_start + wg * kBoxRows;
+      const int slice_row0 = tile.row_start + slice * kBoxRows;
       const int valid_rows = tile.row_end - slice_row0;
       if (valid_rows < kBoxRows) {
         ptx::named_barrier_sync(barrier_id, 128);  // the whole slice is staged
@@ -147,13 +149,13 @@ struct TmaStoreEpilogue {
     ptx::named_barrier_sync(barrier_id, 128);
 
     if (tid_in_wg == 0) {
-      const int row = tile.row_start + wg * kBoxRows;
+      const int row = tile.row_start + slice * kBoxRows;
 #pragma unroll
       for (int a = 0; a < kNumAtoms; ++a) {
         const int col = tile.col_start + a * kAtomCols;
         if (col < tile.col_end)  // atoms entirely right of N: nothing to write
           ptx::tma_store_2d(tmap_d, reinterpret_cast<const void*>(smem_d + a * (BLOCK_M * kAtomBytes) +
-                                                                  wg * kBoxRows * kAtomBytes),
+                                                                  slice * kBoxRows * kAtomBytes),
                             col, row);
       }
       ptx::bulk_commit_group();

@@ -144,7 +144,7 @@ cudaError_t ensure_smem_attribute(std::atomic<bool>& done, const void* fn, int s
   return err;
 }
 
-// Launch attribute of the dense kernels' clusters of 2 CTAs (TMA multicast of B).
+// Launch attribute of the dense kernels' clusters of 2 CTAs (TMA multicast of A or B).
 cudaLaunchAttribute cluster_of_2_attribute() {
   cudaLaunchAttribute attr;
   attr.id = cudaLaunchAttributeClusterDimension;
@@ -184,13 +184,15 @@ cudaError_t max_active_clusters_of_2(int entry, int dev, int smem_bytes, int* ou
   return cudaSuccess;
 }
 
-// M-blocks per band of the L2-friendly tile order: about `grid` tiles are in flight, covering
-// band_m A row-blocks and grid / band_m B row-blocks; pick the band that minimises that footprint.
-int choose_band_m(int grid, int block_m, int block_n) {
+// Blocks per band of the L2-friendly tile order: about `grid` tiles are in flight, covering `band`
+// row-blocks of the banded operand (rows of banded_block each) and grid / band of the other
+// (other_block rows each); pick the band that minimises that footprint.
+int choose_band(int grid, int banded_block, int other_block) {
   int best = 8;
   long best_cost = LONG_MAX;
   for (int cand : {8, 16}) {  // even, so that cluster pairs (t, t^1) stay inside a band
-    const long cost = static_cast<long>(cand) * block_m + static_cast<long>((grid + cand - 1) / cand) * block_n;
+    const long cost =
+        static_cast<long>(cand) * banded_block + static_cast<long>((grid + cand - 1) / cand) * other_block;
     if (cost < best_cost) best_cost = cost, best = cand;
   }
   return best;
@@ -257,9 +259,9 @@ bool encode_scale_map(CUtensorMap* map, const float* base, int num_k_blocks, lon
   return encode_tensor_map_2d(map, d);
 }
 
-// SFA boxes are kSfaBoxRows = BLOCK_M + 4 floats: they start at the tile's first row rounded down
-// to a multiple of 4 (16-byte aligned, see the kernel).
-int sfa_box_cols(const KernelEntry& e) { return e.block_m + 4; }
+// SFA boxes are GemmTraits::kSfaBoxRows floats (BLOCK_M + 4: they start at the tile's first row
+// rounded down to a multiple of 4, 16-byte aligned; see the kernel).
+int sfa_box_cols(const KernelEntry& e) { return e.sfa_box_rows; }
 
 // D [rows, n] row-major, written by the epilogue's TMA stores in the boxes of its registry entry.
 bool encode_output_map(CUtensorMap* map, void* base, OutDtype out, long long rows, int n, const KernelEntry& e) {
@@ -315,6 +317,7 @@ cudaError_t launch_kernel(const KernelEntry& e, int grid, const LaunchSetup& s, 
 
 bool is_compiled(const GemmConfig& cfg, OutDtype out) {
   if (cfg.multicast != 1 && cfg.multicast != 2) return false;
+  if (cfg.multicast_a != 0 && (cfg.multicast_a != 1 || cfg.multicast != 2)) return false;
   if (cfg.num_stages < 0 || cfg.num_sms < 0) return false;
   return find_entry(cfg.block_m, cfg.block_n, out) >= 0;
 }
@@ -377,7 +380,10 @@ cudaError_t launch_fp8_gemm(const GemmProblem& p, const GemmConfig& cfg, cudaStr
   DenseSchedulerParams sched;
   sched.m = p.m;
   sched.n = p.n;
-  sched.band_m = choose_band_m(grid, e.block_m, e.block_n);
+  // Pairs sharing A walk bands of N-blocks (neighbouring N tiles share the M-block), the others
+  // bands of M-blocks.
+  sched.band_on_n = cluster == 2 && cfg.multicast_a != 0;
+  sched.band = sched.band_on_n ? choose_band(grid, e.block_n, e.block_m) : choose_band(grid, e.block_m, e.block_n);
   cudaLaunchAttribute cluster_attr = cluster_of_2_attribute();
   return launch_kernel(e, grid, s, maps, make_kernel_args(p.sfb, p.n, num_k_blocks, s.num_stages), sched,
                        EmptyEpilogueParams{}, cluster == 2 ? &cluster_attr : nullptr, stream);
@@ -455,7 +461,7 @@ cudaError_t launch_fp8_grouped_gemm(const GroupedGemmProblem& p, const GemmConfi
   sched.num_groups = p.num_groups;
   sched.m = p.m;
   sched.n = p.n;
-  sched.band_m = choose_band_m(grid, e.block_m, e.block_n);
+  sched.band = choose_band(grid, e.block_m, e.block_n);
   sched.masked = p.masked ? 1 : 0;
   sched.sfb_group_stride = static_cast<int>(sfb_group_stride);
   RowMaskEpilogueParams epi;
@@ -536,7 +542,7 @@ cudaError_t launch_wgrad_kernel(const WgradOperands& p, long long rows_d, long l
       !encode_output_map(&maps.d, p.d, OutDtype::kF32, rows_d, p.n, e))
     return cudaErrorInvalidValue;
 
-  sched.band_m = choose_band_m(grid, e.block_m, e.block_n);
+  sched.band = choose_band(grid, e.block_m, e.block_n);
   // Per-row B scales come through maps.sfb, not GemmKernelArgs::sfb.
   return launch_kernel(e, grid, s, maps, make_kernel_args(nullptr, p.n, num_k_blocks, s.num_stages), sched, epi,
                        /*attr=*/nullptr, stream);
@@ -558,7 +564,7 @@ cudaError_t launch_fp8_gemm_wgrad(const WgradGemmProblem& p, const GemmConfig& c
   DenseSchedulerParams sched;
   sched.m = p.m;
   sched.n = p.n;
-  sched.band_m = 1;  // set by launch_wgrad_kernel from the grid
+  sched.band = 1;  // set by launch_wgrad_kernel from the grid
   return launch_wgrad_kernel(ops, p.m, num_tiles, entry_idx, cfg, sched, EmptyEpilogueParams{}, stream);
 }
 
@@ -582,7 +588,7 @@ cudaError_t launch_fp8_grouped_gemm_wgrad(const GroupedWgradGemmProblem& p, cons
   sched.m = p.m;
   sched.n = p.n;
   sched.num_k_blocks = (p.t + kBlockK - 1) / kBlockK;
-  sched.band_m = 1;  // set by launch_wgrad_kernel from the grid
+  sched.band = 1;  // set by launch_wgrad_kernel from the grid
   RowMaskEpilogueParams epi;
   epi.d = p.d;
   epi.ld = p.n;

@@ -28,6 +28,9 @@ struct GemmConfig {
   int num_stages;  // pipeline depth; 0 = as many as fit in shared memory
   int num_sms;     // persistent grid size; 0 = all SMs of the current device
   int multicast;   // 1 or 2 (cluster size for TMA multicast)
+  // With multicast 2, which operand the CTA pair shares: 0 = B (the pair works on neighbouring
+  // M-blocks of one N-block), 1 = A (neighbouring N-blocks of one M-block; A's scales come along).
+  int multicast_a = 0;
 };
 
 // ------------------------------------------------------------------------------------------------
@@ -47,6 +50,9 @@ struct GemmConfig {
 //          8192^3 -> 4736 tiles = 35.9 waves.
 //     144  straddles; 8192^3 -> 57 N-blocks (3648 tiles = 27.6 waves).
 //     160  straddles; N=7168 -> 45 N-blocks (M=4096: 1440 tiles = 10.9 waves).
+//   block_m = 256 (two math warpgroups, two 64-row waves each, serial promotion), block_n = 128:
+//          half the B traffic per FLOP of 128x128 (L2 -> SM bandwidth is what 128-row tiles run
+//          into on the H100); bf16 output (f32 leaves room for only 2 stages).
 //     (A tile may touch at most two 128-wide B-scale blocks: BLOCK_N <= 128 + gcd(BLOCK_N, 128);
 //      so 176 or 208 are impossible, 192 would be the next candidate.)
 //   block_m = 64 (one math warpgroup: decode / small M, memory-bound on B):
@@ -54,13 +60,13 @@ struct GemmConfig {
 //             N=4096 -> 128 / 64 tiles per M-block);
 //     128     M in (64, 128]: 2 M-blocks x N/128, with multicast=2 sharing each B tile load.
 // Shared memory (max_stages, bf16 / f32 out): 128x112 6/5, 128x128 5/5, 128x144 5/4, 128x160 5/4,
-// 64x32 18/17, 64x64 13/12, 64x128 8/8.
+// 256x128 3/2, 64x32 18/17, 64x64 13/12, 64x128 8/8.
 // ------------------------------------------------------------------------------------------------
 struct CompiledTile {
   int block_m, block_n;
 };
 inline constexpr CompiledTile kCompiledTiles[] = {
-    {128, 112}, {128, 128}, {128, 144}, {128, 160}, {64, 32}, {64, 64}, {64, 128},
+    {128, 112}, {128, 128}, {128, 144}, {128, 160}, {256, 128}, {64, 32}, {64, 64}, {64, 128},
 };
 inline constexpr int kCompiledBlockN[] = {32, 64, 112, 128, 144, 160};
 inline constexpr int kNumCompiledTiles = static_cast<int>(sizeof(kCompiledTiles) / sizeof(kCompiledTiles[0]));
@@ -72,7 +78,8 @@ bool is_compiled(const GemmConfig& cfg, OutDtype out);
 // Largest number of pipeline stages whose shared memory fits 227 KB (232448 bytes, the sm90
 // per-block opt-in maximum); 0 if the tile is not compiled. Shared memory needed by a config:
 //   smem(stages) = epilogue(block_m * block_n * sizeof(out), rounded up to 1 KB)
-//                + stages * (block_m * 128 + block_n * 128 + round_up((block_m + 4) * 4, 128) + 16)
+//                + stages * (block_m * 128 + block_n * 128 + round_up(sfa_rows * 4, 128) + 16)
+//   with sfa_rows = block_m + 4 (block_m 256: 256)
 int max_stages(int block_m, int block_n, OutDtype out);
 
 // Launches on `stream`. No allocation, no host synchronisation, no stream queries (this is called

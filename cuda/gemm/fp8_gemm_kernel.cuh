@@ -10,7 +10,8 @@
 //   warpgroup 0        TMA producer. setmaxnreg.dec to 40; one elected thread walks the tiles of
 //                      the scheduler and, per 128-wide k-block, waits for a free stage ("empty"
 //                      barrier), then loads the A tile, the SFA slice and the B tile of that stage
-//                      (B multicast to both CTAs of a cluster of 2 when they share it).
+//                      (with a cluster of 2, the tile the pair shares -- A or B -- is loaded by
+//                      rank 0 and multicast into both CTAs).
 //   warpgroups 1..W    WGMMA consumers (W = BLOCK_M / 64). setmaxnreg.inc; warpgroup w owns rows
 //                      64*(w-1) .. 64*(w-1)+63 of the tile. Per k-block: wait "full" barrier, 4x
 //                      wgmma m64nBLOCK_Nk32 into a fresh FP32 accumulator, wait, release the stage,
@@ -26,7 +27,7 @@
 //   empty[s]: one arrival per math warp of every CTA in the cluster (cluster_size * 4 * W): with a
 //             cluster of 2, lane 0 of each math warp arrives on rank 0's barrier and lane 1 on rank
 //             1's, so a stage is free in a CTA only when BOTH CTAs' consumers are done with it --
-//             required because rank 0's multicast writes the B tile into both CTAs.
+//             required because rank 0's multicast writes the shared tile into both CTAs.
 //             If the peer CTA has no tile any more, both arrivals go to the own barrier.
 // Edges: TMA zero-fills out-of-bounds loads (a partial last k-block contributes zeros, rows >= M
 // and columns >= N read as zero) and clips out-of-bounds stores.
@@ -62,9 +63,15 @@ constexpr int const_gcd(int a, int b) { return b == 0 ? a : const_gcd(b, a % b);
 // with __ldg (the forward / dgrad GEMMs).
 template <int BLOCK_M, int BLOCK_N, class Epilogue, bool kPerRowScaleB = false>
 struct GemmTraits {
-  static_assert(BLOCK_M == 64 || BLOCK_M == 128, "BLOCK_M: one or two math warpgroups of 64 rows");
+  static_assert(BLOCK_M == 64 || BLOCK_M == 128 || BLOCK_M == 256,
+                "BLOCK_M: one or two math warpgroups of 64 rows, or two of two 64-row waves");
   static_assert(BLOCK_N % 16 == 0 && BLOCK_N >= 16 && BLOCK_N <= 256, "BLOCK_N: multiple of 16 in [16, 256]");
-  static constexpr int kNumMathWarpgroups = BLOCK_M / 64;
+  static constexpr int kNumMathWarpgroups = BLOCK_M == 64 ? 1 : 2;
+  // BLOCK_M 256: each math warpgroup computes two 64-row slices ("waves") per k-block, rows
+  // 64 * wg and 128 + 64 * wg, reusing one wgmma accumulator (serial promotion) into two output
+  // arrays. Twice the FLOPs per byte of B loaded: the L2 -> SM traffic per FLOP drops by a quarter
+  // against 128-row tiles (DeepGEMM's choice for large bf16-output GEMMs).
+  static constexpr int kNumWaves = BLOCK_M / (64 * kNumMathWarpgroups);
   static constexpr int kNumMathThreads = 128 * kNumMathWarpgroups;
   static constexpr int kNumThreads = kNumProducerThreads + kNumMathThreads;
   // Register budget: 64K registers per SM for the single CTA. 3 warpgroups: 128 * 40 + 256 * 232 =
@@ -78,7 +85,10 @@ struct GemmTraits {
   // Per-column B scales with the row-masking epilogue (k-grouped wgrad) need a few registers more:
   // at 128x128 / 64x128 that variant takes the serial loop (ptxas: deferred spills 8 / 80 bytes).
   static constexpr int kExtraRegisters = (kPerRowScaleB && Epilogue::kMasksRows) ? 16 : 0;
-  static constexpr bool kDeferredPromotion = 3 * kNumAcc + 40 + kExtraRegisters <= (BLOCK_M == 128 ? 232 : 240);
+  static constexpr bool kDeferredPromotion =
+      kNumWaves == 1 && 3 * kNumAcc + 40 + kExtraRegisters <= (BLOCK_M == 128 ? 232 : 240);
+  static_assert(kNumWaves == 1 || (kNumWaves + 1) * kNumAcc + 40 <= kMathRegisters,
+                "two-wave tiles: two output arrays and one accumulator must fit the registers");
   // B-scale blocks: with BLOCK_N not dividing 128 (e.g. 112, 144, 160) some tiles have columns in
   // two consecutive 128-wide scale blocks. A tile starts at an offset (col_start % 128) that is a
   // multiple of g = gcd(BLOCK_N, 128), at most 128 - g, so it touches at most two scale blocks iff
@@ -93,7 +103,9 @@ struct GemmTraits {
   // SFA is loaded as BLOCK_M + 4 floats starting at row_start rounded down to a multiple of 4: a
   // TMA box must start 16-byte aligned along its inner (here: M) dimension, and grouped tiles
   // start at any row. The consumers skip the (row_start % 4) leading floats.
-  static constexpr int kSfaBoxRows = BLOCK_M + 4;
+  // 256-row tiles load exactly BLOCK_M floats (a TMA box holds at most 256 per dimension): they
+  // are dense-only, whose tiles start at multiples of BLOCK_M.
+  static constexpr int kSfaBoxRows = BLOCK_M == 256 ? BLOCK_M : BLOCK_M + 4;
   static constexpr int kSmemSFA = ((kSfaBoxRows * 4 + 127) / 128) * 128;
   // SFB slice (kPerRowScaleB only): BLOCK_N floats from col_start, which is a multiple of BLOCK_N
   // (so of 16): 16-byte aligned without the SFA-style pad.
@@ -280,14 +292,20 @@ __global__ void __launch_bounds__(GemmTraits<BLOCK_M, BLOCK_N, Epilogue, kPerRow
           // Announce the bytes of the whole stage (also those multicast in by the peer CTA; TMA
           // always delivers full boxes, zero-filled at the edges).
           ptx::mbar_arrive_expect_tx(bar, Traits::kTxBytesPerStage);
-          ptx::tma_load_2d(&tmap_a, bar, smem_a_stage, kb * kBlockK, tile.a_row);
-          ptx::tma_load_2d(&tmap_sfa, bar, smem_sfa + stage * (Traits::kSmemSFA / 4), tile.a_row & ~3, kb);
+          constexpr uint16_t kBothCtas = 0x3;  // multicast mask: cluster ranks 0 and 1
+          float* const smem_sfa_stage = smem_sfa + stage * (Traits::kSmemSFA / 4);
+          if (!tile.multicast_a) {
+            ptx::tma_load_2d(&tmap_a, bar, smem_a_stage, kb * kBlockK, tile.a_row);
+            ptx::tma_load_2d(&tmap_sfa, bar, smem_sfa_stage, tile.a_row & ~3, kb);
+          } else if (cta_rank == 0) {
+            ptx::tma_load_2d_multicast(&tmap_a, bar, smem_a_stage, kb * kBlockK, tile.a_row, kBothCtas);
+            ptx::tma_load_2d_multicast(&tmap_sfa, bar, smem_sfa_stage, tile.a_row & ~3, kb, kBothCtas);
+          }
           if constexpr (kPerRowScaleB)  // each CTA loads its own slice (also with B multicast)
             ptx::tma_load_2d(&tmap_sfb, bar, smem_sfb + stage * (Traits::kSmemSFB / 4), tile.col_start, kb);
           if (!tile.multicast_b) {
             ptx::tma_load_2d(&tmap_b, bar, smem_b_stage, kb * kBlockK, tile.b_row);
           } else if (cta_rank == 0) {
-            constexpr uint16_t kBothCtas = 0x3;  // bits = cluster ranks 0 and 1
             ptx::tma_load_2d_multicast(&tmap_b, bar, smem_b_stage, kb * kBlockK, tile.b_row, kBothCtas);
           }
           if (++stage == static_cast<uint32_t>(num_stages)) stage = 0, phase ^= 1;
@@ -311,7 +329,8 @@ __global__ void __launch_bounds__(GemmTraits<BLOCK_M, BLOCK_N, Epilogue, kPerRow
     const int row_in_wg = (static_cast<int>(warp_idx) % 4) * 16 + static_cast<int>(lane) / 4;  // and +8
     const int num_sfb_rows = (args.n + 127) / 128;
 
-    // Descriptors of stage 0; stage s adds s * kSmemAB bytes (in 16-byte units).
+    // Descriptors of stage 0; stage s adds s * kSmemAB bytes (in 16-byte units), wave w of a
+    // 256-row tile 128 rows (w * 128 * kBlockK bytes).
     const uint64_t desc_a0 = ptx::make_smem_desc_sw128(ptx::smem_u32(smem_ab) + wg * 64 * kBlockK);
     const uint64_t desc_b0 = ptx::make_smem_desc_sw128(ptx::smem_u32(smem_ab + Traits::kSmemA));
 
@@ -325,24 +344,26 @@ __global__ void __launch_bounds__(GemmTraits<BLOCK_M, BLOCK_N, Epilogue, kPerRow
     for (int i = 0; i < kNumAcc; ++i) acc[i] = 0.f;
 
     // ---- the steps of one 128-wide k-block, shared by both main loops below ----
-    // Issue the 4 wgmmas of the k-block in `stage` into accumulator `a` (one commit group).
-    auto issue = [&](float (&a)[kNumAcc], uint32_t st) {
+    // Issue the 4 wgmmas of the k-block in `stage` (rows of `wave`) into accumulator `a` (one
+    // commit group).
+    auto issue = [&](float (&a)[kNumAcc], uint32_t st, int wave = 0) {
       const uint64_t stage_offset = static_cast<uint64_t>(st * Traits::kSmemAB) >> 4;
+      const uint64_t wave_offset = static_cast<uint64_t>(wave * 128 * kBlockK) >> 4;  // A only
       ptx::fence_operands(a);
       ptx::wgmma_fence();
 #pragma unroll
       for (int k = 0; k < kBlockK / kWgmmaK; ++k) {
         // k * 32 bytes along the 128-byte swizzled row = k * 2 in 16-byte descriptor units.
         constexpr uint64_t kStep = kWgmmaK / 16;
-        Wgmma::mma(desc_a0 + stage_offset + k * kStep, desc_b0 + stage_offset + k * kStep, a,
+        Wgmma::mma(desc_a0 + stage_offset + wave_offset + k * kStep, desc_b0 + stage_offset + k * kStep, a,
                    k > 0 ? 1u : 0u);
       }
       ptx::wgmma_commit();
       ptx::fence_operands(a);
     };
     // A scales of this thread's two rows in `stage` (read before the stage is released).
-    auto load_sfa = [&](uint32_t st, float& r0, float& r1) {
-      const float* sfa_stage = smem_sfa + st * (Traits::kSmemSFA / 4) + (tile.a_row & 3) + wg * 64;
+    auto load_sfa = [&](uint32_t st, float& r0, float& r1, int wave = 0) {
+      const float* sfa_stage = smem_sfa + st * (Traits::kSmemSFA / 4) + (tile.a_row & 3) + wg * 64 + wave * 128;
       r0 = ptx::ld_shared_f32(sfa_stage + row_in_wg);
       r1 = ptx::ld_shared_f32(sfa_stage + row_in_wg + 8);
     };
@@ -422,6 +443,12 @@ __global__ void __launch_bounds__(GemmTraits<BLOCK_M, BLOCK_N, Epilogue, kPerRow
       float out[kNumAcc];
 #pragma unroll
       for (int i = 0; i < kNumAcc; ++i) out[i] = 0.f;
+      // Output of the second wave (256-row tiles; a 1-element dummy otherwise).
+      constexpr int kNumWaves = Traits::kNumWaves;
+      float out1[kNumWaves > 1 ? kNumAcc : 1];
+#pragma unroll
+      for (int i = 0; i < (kNumWaves > 1 ? kNumAcc : 1); ++i) out1[i] = 0.f;
+      const bool active1 = kNumWaves > 1 && tile.row_start + 128 + wg * 64 < tile.row_end;
 
       bool deferred = false;
       if constexpr (Traits::kDeferredPromotion) deferred = args.deferred_promotion != 0;
@@ -491,6 +518,34 @@ __global__ void __launch_bounds__(GemmTraits<BLOCK_M, BLOCK_N, Epilogue, kPerRow
           // prologue's group may still be in flight (num_k_blocks == 0) and serializes all wgmmas.
           ptx::wgmma_wait<0>();
         }
+      } else if constexpr (kNumWaves > 1) {
+        // Two waves, serial promotion: per k-block, wave 0's wgmmas, wait, promote into `out`,
+        // then wave 1's into `out1`; the stage is released once wave 1's wgmmas are done. The two
+        // math warpgroups' promotions overlap each other's wgmmas. (Dense tiles only: no
+        // per-column B scales.)
+        static_assert(!kPerRowScaleB, "256-row tiles are dense");
+        for (int kb = 0; kb < tile_k_blocks; ++kb) {
+          float sfb0_cur, sfb1_cur;
+          next_sfb(kb, sfb0_cur, sfb1_cur);
+          ptx::mbar_wait(&full_bar[stage], phase);
+          float sfa0 = 0.f, sfa1 = 0.f;
+          if (active) {
+            load_sfa(stage, sfa0, sfa1, 0);
+            issue(acc, stage, 0);
+            ptx::wgmma_wait<0>();
+            ptx::fence_operands(acc);
+            promote(out, acc, sfa0, sfa1, sfb0_cur, sfb1_cur, split);
+          }
+          if (active1) {
+            load_sfa(stage, sfa0, sfa1, 1);
+            issue(acc, stage, 1);
+            ptx::wgmma_wait<0>();
+            ptx::fence_operands(acc);
+          }
+          release(stage, tile);
+          if (active1) promote(out1, acc, sfa0, sfa1, sfb0_cur, sfb1_cur, split);
+          advance(stage, phase);
+        }
       } else {
         // Serial promotion (DeepGEMM's order): issue, wait, release, promote; the two math
         // warpgroups' promotions overlap each other's wgmmas.
@@ -515,7 +570,9 @@ __global__ void __launch_bounds__(GemmTraits<BLOCK_M, BLOCK_N, Epilogue, kPerRow
         }
       }
 
-      if (active) Epilogue::store(out, smem_d, &tmap_d, tile, wg, tid_in_wg, epi_params);
+      if (active) Epilogue::store(out, smem_d, &tmap_d, tile, wg, /*slice=*/wg, tid_in_wg, epi_params);
+      if constexpr (kNumWaves > 1)
+        if (active1) Epilogue::store(out1, smem_d, &tmap_d, tile, wg, /*slice=*/2 + wg, tid_in_wg, epi_params);
     }
     Epilogue::finish(tid_in_wg);
   }
@@ -532,7 +589,7 @@ __global__ void __launch_bounds__(GemmTraits<BLOCK_M, BLOCK_N, Epilogue, kPerRow
 // kCompiledTiles in fp8_gemm.h (checked by a static_assert in fp8_gemm.cu).
 // ------------------------------------------------------------------------------------------------
 #define FP8GEMM_COMPILED_TILES(X) \
-  X(128, 112) X(128, 128) X(128, 144) X(128, 160) X(64, 32) X(64, 64) X(64, 128)
+  X(128, 112) X(128, 128) X(128, 144) X(128, 160) X(256, 128) X(64, 32) X(64, 64) X(64, 128)
 
 namespace detail {
 
@@ -545,6 +602,7 @@ struct KernelEntry {
   int smem_per_stage = 0;  // per pipeline stage (tiles + SFA + barriers)
   int d_box_cols = 0, d_box_rows = 0, d_swizzle_bytes = 0;  // TMA store box / swizzle of the D map
   int out_elem_bytes = 0;
+  int sfa_box_rows = 0;  // floats of A's scales per TMA load (GemmTraits::kSfaBoxRows)
 };
 
 template <OutDtype kOut>
@@ -566,6 +624,7 @@ KernelEntry make_kernel_entry(OutDtype out) {
   e.d_box_cols = Epi::kAtomCols;
   e.d_box_rows = Epi::kBoxRows;
   e.d_swizzle_bytes = Epi::kAtomBytes;
+  e.sfa_box_rows = Traits::kSfaBoxRows;
   e.out_elem_bytes = Epi::kElemBytes;
   return e;
 }

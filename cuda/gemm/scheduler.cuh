@@ -8,7 +8,8 @@
 //     does not change during the kernel).
 //   * With a cluster of 2 (TMA multicast), CTAs blockIdx.x = 2c and 2c+1 form a cluster. In every
 //     iteration both CTAs of a cluster must run the same number of k-blocks (they share the stage
-//     ring through the empty barriers) and, when `multicast_b` is set, work on the same B tile.
+//     ring through the empty barriers) and, when `multicast_a` / `multicast_b` is set, work on the
+//     same A / B tile.
 //     Once a CTA runs out of tiles its peer's `peer_active` must be false from then on.
 //
 // The TileInfo carries everything the producer, the math warpgroups and the epilogue need, so the
@@ -35,8 +36,9 @@ struct TileInfo {
   int col_start;   // first output column (n_block * BLOCK_N)
   int col_end;     // columns >= col_end do not exist (N)
   int sfb_offset;  // offset (in floats) of this group's B-scale matrix inside `sfb` (dense: 0)
-  bool multicast_b;  // the peer CTA of the cluster works on the same B tile: B is loaded once by
-                     // cluster rank 0 and multicast into both CTAs
+  bool multicast_a;  // the peer CTA of the cluster works on the same A tile (and A-scale slice):
+                     // loaded once by cluster rank 0 and multicast into both CTAs
+  bool multicast_b;  // the same for the B tile
   bool peer_active;  // the peer CTA has a tile in this iteration (it consumes our empty-barrier
                      // arrivals); always false without clusters
   int kb_begin;    // k-blocks [kb_begin, kb_end) of this tile: only read when the scheduler has
@@ -45,20 +47,23 @@ struct TileInfo {
 
 // Dense GEMM: tiles of BLOCK_M x BLOCK_N over [M, N], walked in an L2-friendly order.
 //
-// Order: the M-blocks are cut into bands of `band_m` blocks. Bands are processed one after the
-// other; inside a band the tile index runs over M fastest, then N:
-//     tile -> band = tile / (band_m * num_n_blocks)
-//             m_block = band * band_m + in_band % rows_in_band, n_block = in_band / rows_in_band
-// so the ~num_SMs tiles in flight at any time touch only `band_m` A row-blocks and about
-// num_SMs / band_m B row-blocks, which stay L2 resident while they are reused.
+// Order: the blocks of the "banded" axis (M by default, N with `band_on_n`) are cut into bands of
+// `band` blocks. Bands are processed one after the other; inside a band the tile index runs over
+// the banded axis fastest, then over the other one:
+//     tile -> b = tile / (band * num_other_blocks), in_band = tile % (band * num_other_blocks)
+//             banded block = b * band + in_band % rows_in_band, other block = in_band / rows_in_band
+// so the ~num_SMs tiles in flight at any time touch only `band` row-blocks of one operand and about
+// num_SMs / band of the other, which stay L2 resident while they are reused.
 //
 // Tile t is processed by CTA t % gridDim.x in iteration t / gridDim.x. With clusters of 2 (gridDim
-// even), CTAs 2c and 2c+1 get tiles t and t^1: with an even band height these are vertically
-// adjacent tiles of the same N-block, so they share the B tile (multicast). If the last band has an
+// even), CTAs 2c and 2c+1 get tiles t and t^1: with an even band height these are adjacent tiles
+// along the banded axis that share the other operand's tile, which is loaded once and multicast:
+// B (same N-block) when M is banded, A (same M-block) when N is banded. If the last band has an
 // odd height it is split into an even band and a band of height 1 (no multicast there).
 struct DenseSchedulerParams {
   int m, n;
-  int band_m;  // M-blocks per band (>= 1; even when clusters of 2 are used)
+  int band;       // blocks per band (>= 1; even when clusters of 2 are used)
+  int band_on_n = 0;  // 0: bands of M-blocks (pairs share B); 1: bands of N-blocks (pairs share A)
 };
 
 template <int BLOCK_M, int BLOCK_N>
@@ -66,7 +71,8 @@ struct DenseScheduler {
   using Params = DenseSchedulerParams;  // not templated: one host-side launch signature for all tiles
 
   int num_m_blocks, num_n_blocks, num_tiles;
-  int band_m;
+  int num_banded, num_other;  // blocks along the banded axis and along the other one
+  int band;
   int next_tile;     // tile index of this CTA's next iteration
   int stride;        // gridDim.x
   bool paired;       // clusters of 2 (multicast-capable)
@@ -76,7 +82,9 @@ struct DenseScheduler {
     num_m_blocks = (params.m + BLOCK_M - 1) / BLOCK_M;
     num_n_blocks = (params.n + BLOCK_N - 1) / BLOCK_N;
     num_tiles = num_m_blocks * num_n_blocks;
-    band_m = params.band_m > 0 ? params.band_m : 1;
+    num_banded = params.band_on_n ? num_n_blocks : num_m_blocks;
+    num_other = params.band_on_n ? num_m_blocks : num_n_blocks;
+    band = params.band > 0 ? params.band : 1;
     paired = cluster_size == 2;
     next_tile = static_cast<int>(blockIdx.x);
     stride = static_cast<int>(gridDim.x);
@@ -87,28 +95,30 @@ struct DenseScheduler {
     if (tile >= num_tiles) return false;
     next_tile += stride;
 
-    const int tiles_per_band = band_m * num_n_blocks;
-    const int band = tile / tiles_per_band;
-    int first_m = band * band_m;
-    int in_band = tile - band * tiles_per_band;
-    int rows = min(band_m, num_m_blocks - first_m);
+    const int tiles_per_band = band * num_other;
+    const int b = tile / tiles_per_band;
+    int first = b * band;
+    int in_band = tile - b * tiles_per_band;
+    int rows = min(band, num_banded - first);
 
     // An odd-height (last) band breaks the (t, t^1) pairing: split it into an even part and a
     // 1-high remainder. Both parts have an even number of tiles except possibly the remainder,
     // which is last, so pairs never straddle two bands with different heights.
     if (paired && (rows & 1) && rows > 1) {
       const int even_rows = rows - 1;
-      if (in_band < even_rows * num_n_blocks) {
+      if (in_band < even_rows * num_other) {
         rows = even_rows;
       } else {
-        in_band -= even_rows * num_n_blocks;
-        first_m += even_rows;
+        in_band -= even_rows * num_other;
+        first += even_rows;
         rows = 1;
       }
     }
 
-    t.m_block = first_m + in_band % rows;
-    t.n_block = in_band / rows;
+    const int banded_block = first + in_band % rows;
+    const int other_block = in_band / rows;
+    t.m_block = p.band_on_n ? other_block : banded_block;
+    t.n_block = p.band_on_n ? banded_block : other_block;
     t.group = 0;
     t.row_start = t.m_block * BLOCK_M;
     t.row_end = p.m;
@@ -120,7 +130,9 @@ struct DenseScheduler {
     // Peer tile t^1 exists -> it lives in the same band (bands hold an even number of tiles, except
     // a final 1-high band where multicast is off anyway).
     t.peer_active = paired && ((tile ^ 1) < num_tiles);
-    t.multicast_b = t.peer_active && rows >= 2;
+    const bool shared = t.peer_active && rows >= 2;
+    t.multicast_a = shared && p.band_on_n;
+    t.multicast_b = shared && !p.band_on_n;
     return true;
   }
 };
@@ -138,7 +150,7 @@ struct DenseScheduler {
 // B is [G * N, K] (group g at rows g * N), SFB [G][cdiv(N,128)][cdiv(K,128)], D like A's rows.
 //
 // Tile order: groups one after the other; inside group g, cdiv(rows_g, BLOCK_M) x num_n_blocks
-// tiles in the dense scheduler's banded order (M fastest inside bands of band_m M-blocks). Empty
+// tiles in the dense scheduler's banded order (M fastest inside bands of `band` M-blocks). Empty
 // groups have no tiles. Tile t goes to CTA t % gridDim.x (the number of tiles is only known on the
 // device; CTAs past it get none). A CTA's tile indices increase, so each CTA (each thread running a
 // scheduler) keeps a cursor (group, its first tile, its first row, its size) that only moves
@@ -146,13 +158,13 @@ struct DenseScheduler {
 // O(1) amortised per tile). The sizes of the next 4 groups are prefetched into registers, so that
 // stepping over up to 4 groups between two tiles of a CTA (small groups: fewer tiles per group
 // than CTAs) costs no dependent global-memory round trip.
-// No clusters: multicast is not supported for grouped layouts (peer_active = multicast_b = false).
+// No clusters: multicast is not supported for grouped layouts (peer_active = multicast_a = multicast_b = false).
 struct GroupedSchedulerParams {
   const int* sizes;      // device int32 [num_groups]: contiguous group sizes, or masked_m
   int num_groups;
   int m;                 // contiguous: total rows M; masked: Mmax (rows per group)
   int n;
-  int band_m;            // M-blocks per band inside a group (>= 1)
+  int band;              // M-blocks per band inside a group (>= 1)
   int masked;            // 0: contiguous layout, 1: masked layout
   int sfb_group_stride;  // floats per group in SFB: cdiv(N,128) * cdiv(K,128)
 };
@@ -214,7 +226,7 @@ struct GroupedScheduler {
     next_tile += stride;
 
     const int in_group = tile - group_first_tile;
-    const int band_m = p.band_m;
+    const int band_m = p.band;
     const int tiles_per_band = band_m * num_n_blocks;
     const int band = in_group / tiles_per_band;
     const int first_m = band * band_m;
@@ -231,7 +243,7 @@ struct GroupedScheduler {
     t.col_start = t.n_block * BLOCK_N;
     t.col_end = p.n;
     t.sfb_offset = group * p.sfb_group_stride;
-    t.multicast_b = false;
+    t.multicast_a = t.multicast_b = false;
     t.peer_active = false;
     return true;
   }
@@ -247,20 +259,20 @@ struct GroupedScheduler {
 //
 // Every group has the same output tile grid num_m_blocks x num_n_blocks, so tile t belongs to group
 // t / tiles_per_group with no search; inside a group the dense scheduler's banded order (M fastest
-// in bands of band_m M-blocks). Tile t goes to CTA t % gridDim.x. The tile's k-range needs the
+// in bands of `band` M-blocks). Tile t goes to CTA t % gridDim.x. The tile's k-range needs the
 // prefix sum of the sizes: a CTA's tile indices increase, so each scheduler keeps a cursor (group,
 // its first k-block) that only moves forward, reading each group size once over the whole kernel.
 // Tiles of an empty group have an empty k-range: the kernel writes their zero output (out[g] is
 // all zero), so no separate zero-fill is needed and no group's output is left unwritten.
 // A tile's rows: D rows g * M + [m_block * BLOCK_M, +BLOCK_M) (row_end = g * M + M: the epilogue
 // must mask rows past it, they belong to group g + 1), A / SFA rows m_block * BLOCK_M (TMA reads
-// rows >= M as zeros). No clusters (peer_active = multicast_b = false).
+// rows >= M as zeros). No clusters (peer_active = multicast_a = multicast_b = false).
 struct KGroupedWgradSchedulerParams {
   const int* sizes;  // device int32 [num_groups]: tokens per group, multiples of 128
   int num_groups;
   int m, n;
   int num_k_blocks;  // cdiv(T, 128)
-  int band_m;        // M-blocks per band inside a group (>= 1)
+  int band;          // M-blocks per band inside a group (>= 1)
 };
 
 template <int BLOCK_M, int BLOCK_N>
@@ -308,7 +320,7 @@ struct KGroupedWgradScheduler {
     }
 
     const int in_group = tile - g * tiles_per_group;
-    const int band_m = p.band_m;
+    const int band_m = p.band;
     const int tiles_per_band = band_m * num_n_blocks;
     const int band = in_group / tiles_per_band;
     const int first_m = band * band_m;
@@ -325,7 +337,7 @@ struct KGroupedWgradScheduler {
     t.col_start = t.n_block * BLOCK_N;
     t.col_end = p.n;
     t.sfb_offset = 0;
-    t.multicast_b = false;
+    t.multicast_a = t.multicast_b = false;
     t.peer_active = false;
     t.kb_begin = group_kb;  // <= num_k_blocks
     t.kb_end = min(group_kb + group_blocks, p.num_k_blocks);
