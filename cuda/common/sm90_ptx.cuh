@@ -321,6 +321,12 @@ __device__ __forceinline__ uint64_t make_smem_desc_sw128(uint32_t smem_addr) {
   return desc;
 }
 
+// `desc` with its low 32 bits (start address >> 4, leading byte offset) replaced by `lo`: moving a
+// descriptor to another tile only changes the start address, which never carries into bit 32.
+__device__ __forceinline__ uint64_t smem_desc_with_lo(uint64_t desc, uint32_t lo) {
+  return (desc & 0xFFFFFFFF00000000ull) | lo;
+}
+
 // Must precede the first wgmma of a batch whenever the accumulator registers (or the shared memory
 // operands) were touched by ordinary instructions since the last wgmma.
 __device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }

@@ -210,15 +210,17 @@ struct LaunchSetup {
   int num_stages = 0, smem_bytes = 0;
 };
 
-// Fills `s` for kernel `e`: the pipeline depth is cfg.num_stages, or as many stages as fit.
+// Fills `s` for kernel `e`: the pipeline depth is cfg.num_stages, or as many stages as fit next to
+// `extra_smem` bytes the kernel needs besides (two-wave tiles: the staged B scales).
 // cudaErrorInvalidValue if that is fewer than `min_stages` or does not fit the shared memory.
-cudaError_t setup_launch(const KernelEntry& e, const GemmConfig& cfg, int min_stages, LaunchSetup* s) {
+cudaError_t setup_launch(const KernelEntry& e, const GemmConfig& cfg, int min_stages, LaunchSetup* s,
+                         int extra_smem = 0) {
   cudaError_t err = cudaGetDevice(&s->dev);
   if (err != cudaSuccess) return err;
   err = get_device_facts(s->dev, &s->device_sms, &s->smem_limit);
   if (err != cudaSuccess) return err;
-  s->num_stages = cfg.num_stages > 0 ? cfg.num_stages : stages_that_fit(e, s->smem_limit);
-  s->smem_bytes = e.smem_fixed + s->num_stages * e.smem_per_stage;
+  s->num_stages = cfg.num_stages > 0 ? cfg.num_stages : stages_that_fit(e, s->smem_limit - extra_smem);
+  s->smem_bytes = e.smem_fixed + extra_smem + s->num_stages * e.smem_per_stage;
   if (s->num_stages < min_stages || s->smem_bytes > s->smem_limit) return cudaErrorInvalidValue;
   return cudaSuccess;
 }
@@ -342,8 +344,11 @@ cudaError_t launch_fp8_gemm(const GemmProblem& p, const GemmConfig& cfg, cudaStr
 
   const int entry_idx = find_entry(cfg.block_m, cfg.block_n, p.out_dtype);
   const KernelEntry& e = registry()[entry_idx];
+  const int num_k_blocks = (p.k + kBlockK - 1) / kBlockK;
+  // Two-wave tiles stage each tile's B scales (one float per k-block) in shared memory.
+  const int sfb_staged_floats = e.staged_sfb_buffers > 0 ? (num_k_blocks + 3) / 4 * 4 : 0;
   LaunchSetup s;
-  cudaError_t err = setup_launch(e, cfg, /*min_stages=*/1, &s);
+  cudaError_t err = setup_launch(e, cfg, /*min_stages=*/1, &s, e.staged_sfb_buffers * sfb_staged_floats * 4);
   if (err != cudaSuccess) return err;
   err = ensure_smem_attribute(g_smem_attribute_set[entry_idx][s.dev], e.fn, s.smem_limit);
   if (err != cudaSuccess) return err;
@@ -369,7 +374,6 @@ cudaError_t launch_fp8_gemm(const GemmProblem& p, const GemmConfig& cfg, cudaStr
     if (grid < 1) return cudaErrorInvalidValue;
   }
 
-  const int num_k_blocks = (p.k + kBlockK - 1) / kBlockK;
   TensorMaps maps;
   if (!encode_operand_map(&maps.a, p.a, p.m, p.k, e.block_m) ||
       !encode_operand_map(&maps.b, p.b, p.n, p.k, e.block_n) ||
@@ -385,8 +389,10 @@ cudaError_t launch_fp8_gemm(const GemmProblem& p, const GemmConfig& cfg, cudaStr
   sched.band_on_n = cluster == 2 && cfg.multicast_a != 0;
   sched.band = sched.band_on_n ? choose_band(grid, e.block_n, e.block_m) : choose_band(grid, e.block_m, e.block_n);
   cudaLaunchAttribute cluster_attr = cluster_of_2_attribute();
-  return launch_kernel(e, grid, s, maps, make_kernel_args(p.sfb, p.n, num_k_blocks, s.num_stages), sched,
-                       EmptyEpilogueParams{}, cluster == 2 ? &cluster_attr : nullptr, stream);
+  GemmKernelArgs args = make_kernel_args(p.sfb, p.n, num_k_blocks, s.num_stages);
+  args.sfb_staged_floats = sfb_staged_floats;
+  return launch_kernel(e, grid, s, maps, args, sched, EmptyEpilogueParams{}, cluster == 2 ? &cluster_attr : nullptr,
+                       stream);
 }
 
 bool is_compiled_grouped(const GemmConfig& cfg, OutDtype out) {

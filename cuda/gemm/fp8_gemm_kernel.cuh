@@ -52,6 +52,9 @@ constexpr int kBlockK = 128;               // K per pipeline stage = scaling blo
 constexpr int kWgmmaK = 32;                // K of one e4m3 wgmma
 constexpr int kNumProducerThreads = 128;   // warpgroup 0
 constexpr int kProducerRegisters = 40;     // setmaxnreg for the producer warpgroup
+// Named barriers: 0 = __syncthreads, 1 + wg = the epilogue of math warpgroup wg, this one = all
+// math threads (two-wave tiles: B scales staged for the tile).
+constexpr uint32_t kMathBarrierId = 3;
 
 namespace detail {
 constexpr int const_gcd(int a, int b) { return b == 0 ? a : const_gcd(b, a % b); }
@@ -118,6 +121,9 @@ struct GemmTraits {
   static_assert(kSmemA % 1024 == 0 && kSmemB % 1024 == 0 && kSmemD % 1024 == 0,
                 "128B-swizzled tiles must stay 1024-byte aligned");
 
+  // Two-wave tiles stage each tile's B scales in shared memory (two buffers, after the barriers).
+  static constexpr int kStagedSfbBuffers = kNumWaves > 1 ? 2 : 0;
+
   static constexpr int smem_bytes(int num_stages) { return kSmemD + num_stages * kSmemPerStage; }
 };
 
@@ -138,6 +144,9 @@ struct GemmKernelArgs {
   int num_stages;    // pipeline depth (fits the dynamic shared memory the launch provides)
   // 1: issue k-block kb+1 before promoting kb (tiles where it fits; see kDeferredPromotion).
   int deferred_promotion = deferred_promotion_default();
+  // Two-wave (256-row) tiles: floats per B-scale staging buffer (>= num_k_blocks, a multiple of
+  // 4); the launch reserves 2 buffers after the barriers (GemmTraits::kStagedSfbBuffers). 0 otherwise.
+  int sfb_staged_floats = 0;
 };
 
 namespace detail {
@@ -236,6 +245,8 @@ __global__ void __launch_bounds__(GemmTraits<BLOCK_M, BLOCK_N, Epilogue, kPerRow
   uint64_t* const full_bar = reinterpret_cast<uint64_t*>(
       smem_ab + num_stages * (Traits::kSmemAB + Traits::kSmemSFA + Traits::kSmemSFB));
   uint64_t* const empty_bar = full_bar + num_stages;
+  // Two-wave tiles: two buffers of args.sfb_staged_floats B scales (one tile's k-blocks each).
+  float* const smem_sfb_tiles = reinterpret_cast<float*>(empty_bar + num_stages);
 
   // Warp index made warp-uniform explicitly (lets the compiler keep it in a uniform register).
   const uint32_t warp_idx = __shfl_sync(0xffffffffu, threadIdx.x / 32, 0);
@@ -329,14 +340,17 @@ __global__ void __launch_bounds__(GemmTraits<BLOCK_M, BLOCK_N, Epilogue, kPerRow
     const int row_in_wg = (static_cast<int>(warp_idx) % 4) * 16 + static_cast<int>(lane) / 4;  // and +8
     const int num_sfb_rows = (args.n + 127) / 128;
 
-    // Descriptors of stage 0; stage s adds s * kSmemAB bytes (in 16-byte units), wave w of a
-    // 256-row tile 128 rows (w * 128 * kBlockK bytes).
+    // Descriptors of stage 0; stage s adds s * kSmemAB bytes (in 16-byte units). Only the low 32
+    // bits (the start address) ever change; the two-wave loop works on them alone.
     const uint64_t desc_a0 = ptx::make_smem_desc_sw128(ptx::smem_u32(smem_ab) + wg * 64 * kBlockK);
     const uint64_t desc_b0 = ptx::make_smem_desc_sw128(ptx::smem_u32(smem_ab + Traits::kSmemA));
+    const uint32_t desc_a0_lo = __shfl_sync(0xffffffffu, static_cast<uint32_t>(desc_a0), 0);
+    const uint32_t desc_b0_lo = __shfl_sync(0xffffffffu, static_cast<uint32_t>(desc_b0), 0);
 
     Scheduler scheduler(sched_params, cluster_size);
     TileInfo tile;
     uint32_t stage = 0, phase = 0;
+    uint32_t tile_parity = 0;  // two-wave tiles: which B-scale staging buffer this tile uses
     float acc[kNumAcc];
     // Second accumulator of the deferred-promotion loop (a 1-element dummy where it does not fit).
     float acc_next[Traits::kDeferredPromotion ? kNumAcc : 1];
@@ -344,26 +358,24 @@ __global__ void __launch_bounds__(GemmTraits<BLOCK_M, BLOCK_N, Epilogue, kPerRow
     for (int i = 0; i < kNumAcc; ++i) acc[i] = 0.f;
 
     // ---- the steps of one 128-wide k-block, shared by both main loops below ----
-    // Issue the 4 wgmmas of the k-block in `stage` (rows of `wave`) into accumulator `a` (one
-    // commit group).
-    auto issue = [&](float (&a)[kNumAcc], uint32_t st, int wave = 0) {
+    // Issue the 4 wgmmas of the k-block in `stage` into accumulator `a` (one commit group).
+    auto issue = [&](float (&a)[kNumAcc], uint32_t st) {
       const uint64_t stage_offset = static_cast<uint64_t>(st * Traits::kSmemAB) >> 4;
-      const uint64_t wave_offset = static_cast<uint64_t>(wave * 128 * kBlockK) >> 4;  // A only
       ptx::fence_operands(a);
       ptx::wgmma_fence();
 #pragma unroll
       for (int k = 0; k < kBlockK / kWgmmaK; ++k) {
         // k * 32 bytes along the 128-byte swizzled row = k * 2 in 16-byte descriptor units.
         constexpr uint64_t kStep = kWgmmaK / 16;
-        Wgmma::mma(desc_a0 + stage_offset + wave_offset + k * kStep, desc_b0 + stage_offset + k * kStep, a,
+        Wgmma::mma(desc_a0 + stage_offset + k * kStep, desc_b0 + stage_offset + k * kStep, a,
                    k > 0 ? 1u : 0u);
       }
       ptx::wgmma_commit();
       ptx::fence_operands(a);
     };
     // A scales of this thread's two rows in `stage` (read before the stage is released).
-    auto load_sfa = [&](uint32_t st, float& r0, float& r1, int wave = 0) {
-      const float* sfa_stage = smem_sfa + st * (Traits::kSmemSFA / 4) + (tile.a_row & 3) + wg * 64 + wave * 128;
+    auto load_sfa = [&](uint32_t st, float& r0, float& r1) {
+      const float* sfa_stage = smem_sfa + st * (Traits::kSmemSFA / 4) + (tile.a_row & 3) + wg * 64;
       r0 = ptx::ld_shared_f32(sfa_stage + row_in_wg);
       r1 = ptx::ld_shared_f32(sfa_stage + row_in_wg + 8);
     };
@@ -424,7 +436,7 @@ __global__ void __launch_bounds__(GemmTraits<BLOCK_M, BLOCK_N, Epilogue, kPerRow
       const float* sfb1 = args.sfb + tile.sfb_offset + sfb_block1 * num_k_blocks + kb_begin;
       // Software-prefetch the B scales one k-block ahead (global latency off the critical path).
       float sfb0_next = 0.f, sfb1_next = 0.f;
-      if constexpr (!kPerRowScaleB) {
+      if constexpr (!kPerRowScaleB && Traits::kNumWaves == 1) {
         sfb0_next = __ldg(sfb0);
         sfb1_next = Traits::kMayStraddle ? __ldg(sfb1) : 0.f;
       }
@@ -522,28 +534,52 @@ __global__ void __launch_bounds__(GemmTraits<BLOCK_M, BLOCK_N, Epilogue, kPerRow
         // Two waves, serial promotion: per k-block, wave 0's wgmmas, wait, promote into `out`,
         // then wave 1's into `out1`; the stage is released once wave 1's wgmmas are done. The two
         // math warpgroups' promotions overlap each other's wgmmas. (Dense tiles only: no
-        // per-column B scales.)
-        static_assert(!kPerRowScaleB, "256-row tiles are dense");
+        // per-column B scales, BLOCK_N = 128: one B-scale block per tile.)
+        //
+        // The loop is kept lean (the tensor pipe idles whenever both warpgroups are between two
+        // wgmma groups): the tile's B scales are staged in shared memory once per tile, the
+        // descriptors only change their low 32 bits, and the empty-barrier arrival is one
+        // predicated instruction.
+        static_assert(!kPerRowScaleB && !Traits::kMayStraddle && BLOCK_N == 128, "256-row tiles are dense, 128 wide");
+        // Stage the B scales: buffer (tile parity) of the two, so that a warpgroup still in the
+        // previous tile's last k-block never sees them overwritten; the barrier below keeps the
+        // warpgroups within one tile of each other.
+        float* const sfb_tile = smem_sfb_tiles + (tile_parity & 1) * args.sfb_staged_floats;
+        ++tile_parity;
+        for (int i = static_cast<int>(threadIdx.x) - kNumProducerThreads; i < tile_k_blocks; i += Traits::kNumMathThreads)
+          sfb_tile[i] = __ldg(sfb0 + i);
+        ptx::named_barrier_sync(kMathBarrierId, Traits::kNumMathThreads);
+
+        const bool arrive = lane < cluster_size;  // lane r arrives on cluster rank r's barrier ...
+        const uint32_t arrive_rank = tile.peer_active ? lane : cta_rank;  // ... or on ours (peer gone)
+        const uint32_t sfa_offset = static_cast<uint32_t>((tile.a_row & 3) + wg * 64 + row_in_wg);
+#pragma unroll 2
         for (int kb = 0; kb < tile_k_blocks; ++kb) {
-          float sfb0_cur, sfb1_cur;
-          next_sfb(kb, sfb0_cur, sfb1_cur);
+          const float sfb = ptx::ld_shared_f32(sfb_tile + kb);
           ptx::mbar_wait(&full_bar[stage], phase);
-          float sfa0 = 0.f, sfa1 = 0.f;
-          if (active) {
-            load_sfa(stage, sfa0, sfa1, 0);
-            issue(acc, stage, 0);
+          const uint32_t stage_lo = stage * (Traits::kSmemAB / 16);  // descriptor units (16 B)
+          const float* sfa_stage = smem_sfa + stage * (Traits::kSmemSFA / 4) + sfa_offset;
+#pragma unroll
+          for (int wave = 0; wave < kNumWaves; ++wave) {
+            const float sfa0 = ptx::ld_shared_f32(sfa_stage + wave * 128);
+            const float sfa1 = ptx::ld_shared_f32(sfa_stage + wave * 128 + 8);
+            ptx::fence_operands(acc);
+            ptx::wgmma_fence();
+#pragma unroll
+            for (int k = 0; k < kBlockK / kWgmmaK; ++k) {
+              const uint32_t a_lo = desc_a0_lo + stage_lo + (wave * 128 * kBlockK + k * kWgmmaK) / 16;
+              const uint32_t b_lo = desc_b0_lo + stage_lo + (k * kWgmmaK) / 16;
+              Wgmma::mma(ptx::smem_desc_with_lo(desc_a0, a_lo), ptx::smem_desc_with_lo(desc_b0, b_lo), acc,
+                         k > 0 ? 1u : 0u);
+            }
+            ptx::wgmma_commit();
+            ptx::fence_operands(acc);
             ptx::wgmma_wait<0>();
             ptx::fence_operands(acc);
-            promote(out, acc, sfa0, sfa1, sfb0_cur, sfb1_cur, split);
+            if (wave == kNumWaves - 1 && arrive) ptx::mbar_arrive_cluster(&empty_bar[stage], arrive_rank);
+            // (rows past M are computed from TMA zeros; the epilogue does not store them)
+            detail::promote<kNumAcc / 4>(wave == 0 ? out : out1, acc, sfa0 * sfb, sfa1 * sfb, 0.f, 0.f);
           }
-          if (active1) {
-            load_sfa(stage, sfa0, sfa1, 1);
-            issue(acc, stage, 1);
-            ptx::wgmma_wait<0>();
-            ptx::fence_operands(acc);
-          }
-          release(stage, tile);
-          if (active1) promote(out1, acc, sfa0, sfa1, sfb0_cur, sfb1_cur, split);
           advance(stage, phase);
         }
       } else {
@@ -603,6 +639,7 @@ struct KernelEntry {
   int d_box_cols = 0, d_box_rows = 0, d_swizzle_bytes = 0;  // TMA store box / swizzle of the D map
   int out_elem_bytes = 0;
   int sfa_box_rows = 0;  // floats of A's scales per TMA load (GemmTraits::kSfaBoxRows)
+  int staged_sfb_buffers = 0;  // B-scale staging buffers of cdiv(K,128) floats (two-wave tiles)
 };
 
 template <OutDtype kOut>
@@ -625,6 +662,7 @@ KernelEntry make_kernel_entry(OutDtype out) {
   e.d_box_rows = Epi::kBoxRows;
   e.d_swizzle_bytes = Epi::kAtomBytes;
   e.sfa_box_rows = Traits::kSfaBoxRows;
+  e.staged_sfb_buffers = Traits::kStagedSfbBuffers;
   e.out_elem_bytes = Epi::kElemBytes;
   return e;
 }
