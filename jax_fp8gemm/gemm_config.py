@@ -57,8 +57,10 @@ def pick(m: int, n: int, k: int, out_dtype, num_sms: int) -> GemmConfig:
         # per-tile time ~ bm*bn MACs plus (bm+bn) operand rows loaded per K step (the load term
         # is what makes small tiles lose when M is large, and big ones lose when M is tiny).
         cost = waves * (bm * bn + 64 * (bm + bn))
-        if not deferred_promotion(bm, bn):
-            cost *= 1.15  # serial promotion: measured 12-20% slower per tile (RESULTS.md)
+        if not deferred_promotion(bm, bn) and bm != 256:
+            # serial promotion of one-wave tiles: measured 12-20% slower per tile; the 256-row
+            # tile's lean two-wave loop is not (RESULTS.md)
+            cost *= 1.15
         key = (cost, -bm * bn)
         if best is None or key < best[0]:
             best = (key, bm, bn)

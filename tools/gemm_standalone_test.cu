@@ -6,7 +6,7 @@
 //        -o build/gemm_standalone_test
 //
 // Usage: gemm_standalone_test [--small] [--quick] [--no-bench] [--bench-only] [--tile=BMxBN]
-//                             [--seed=N] [--runs=N] [--shape=MxNxK]
+//                             [--seed=N] [--runs=N] [--shape=MxNxK] [--multicast=1|2B|2A]
 //   --small       tiny shapes only, no benchmark (for compute-sanitizer memcheck / racecheck)
 //   --quick       a reduced shape list instead of the full cross product
 //   --no-bench    correctness only;  --bench-only: timing only (still checks the timed outputs)
@@ -218,6 +218,7 @@ struct Options {
   bool small = false, quick = false, bench = true, check = true;
   int shape_m = 0, shape_n = 0, shape_k = 0;  // --shape=MxNxK: only this problem
   int tile_m = 0, tile_n = 0;
+  std::string multicast;  // --multicast=1|2B|2A: only this multicast mode (default: all)
   uint64_t seed = 1234;
   int runs = 25;
 };
@@ -225,12 +226,18 @@ struct Options {
 // (multicast, multicast_a): none, pairs sharing B, pairs sharing A.
 constexpr std::pair<int, int> kMulticastModes[] = {{1, 0}, {2, 0}, {2, 1}};
 
+bool multicast_selected(const Options& o, int mc, int mc_a) {
+  if (o.multicast.empty()) return true;
+  return o.multicast == (mc == 1 ? "1" : (mc_a ? "2A" : "2B"));
+}
+
 std::vector<Variant> correctness_variants(const Options& o) {
   std::vector<Variant> v;
   for (const auto& t : fp8gemm::kCompiledTiles) {
     if (o.tile_m && (t.block_m != o.tile_m || t.block_n != o.tile_n)) continue;
     for (OutDtype out : {OutDtype::kBF16, OutDtype::kF32}) {
       for (const auto& [mc, mc_a] : kMulticastModes) {
+        if (!multicast_selected(o, mc, mc_a)) continue;
         v.push_back({GemmConfig{t.block_m, t.block_n, 0, 0, mc, mc_a}, out});
         // Shallow ring + few CTAs: many tiles per CTA, stage/phase wrap at odd positions.
         const int shallow = std::min(3, fp8gemm::max_stages(t.block_m, t.block_n, out));  // 256x128 f32: 2
@@ -246,7 +253,7 @@ std::vector<Variant> bench_variants(const Options& o) {
   for (const auto& t : fp8gemm::kCompiledTiles) {
     if (o.tile_m && (t.block_m != o.tile_m || t.block_n != o.tile_n)) continue;
     for (const auto& [mc, mc_a] : kMulticastModes)
-      v.push_back({GemmConfig{t.block_m, t.block_n, 0, 0, mc, mc_a}, OutDtype::kBF16});
+      if (multicast_selected(o, mc, mc_a)) v.push_back({GemmConfig{t.block_m, t.block_n, 0, 0, mc, mc_a}, OutDtype::kBF16});
   }
   return v;
 }
@@ -401,6 +408,7 @@ int main(int argc, char** argv) {
     else if (a == "--bench-only") o.check = false;
     else if (a.rfind("--shape=", 0) == 0) std::sscanf(a.c_str() + 8, "%dx%dx%d", &o.shape_m, &o.shape_n, &o.shape_k);
     else if (a.rfind("--tile=", 0) == 0) std::sscanf(a.c_str() + 7, "%dx%d", &o.tile_m, &o.tile_n);
+    else if (a.rfind("--multicast=", 0) == 0) o.multicast = a.substr(12);
     else if (a.rfind("--seed=", 0) == 0) o.seed = std::strtoull(a.c_str() + 7, nullptr, 10);
     else if (a.rfind("--runs=", 0) == 0) o.runs = std::max(20, std::atoi(a.c_str() + 7));
     else {
