@@ -225,6 +225,13 @@ cudaError_t setup_launch(const KernelEntry& e, const GemmConfig& cfg, int min_st
   return cudaSuccess;
 }
 
+// The kernels stage each tile's B scales in shared memory: GemmKernelArgs::sfb_staged_floats for
+// kernel `e`, and the bytes of the two buffers.
+int sfb_staged_floats_of(const KernelEntry& e, int num_k_blocks) {
+  return e.sfb_staged_rows * ((num_k_blocks + 3) / 4 * 4);
+}
+int sfb_staging_bytes(int sfb_staged_floats) { return 2 * sfb_staged_floats * 4; }
+
 // CTAs of a persistent grid without clusters: cfg.num_sms (0: every SM), at most one per tile.
 int persistent_grid(const GemmConfig& cfg, int device_sms, long long max_tiles) {
   const int grid = cfg.num_sms > 0 ? cfg.num_sms : device_sms;
@@ -288,8 +295,10 @@ struct TensorMaps {
   CUtensorMap sfb = {};
 };
 
-GemmKernelArgs make_kernel_args(const float* sfb, int n, int num_k_blocks, int num_stages) {
+GemmKernelArgs make_kernel_args(const float* sfb, int n, int num_k_blocks, int num_stages,
+                                int sfb_staged_floats = 0) {
   GemmKernelArgs args;
+  args.sfb_staged_floats = sfb_staged_floats;
   args.sfb = sfb;
   args.n = n;
   args.num_k_blocks = num_k_blocks;
@@ -345,10 +354,9 @@ cudaError_t launch_fp8_gemm(const GemmProblem& p, const GemmConfig& cfg, cudaStr
   const int entry_idx = find_entry(cfg.block_m, cfg.block_n, p.out_dtype);
   const KernelEntry& e = registry()[entry_idx];
   const int num_k_blocks = (p.k + kBlockK - 1) / kBlockK;
-  // Two-wave tiles stage each tile's B scales (one float per k-block) in shared memory.
-  const int sfb_staged_floats = e.staged_sfb_buffers > 0 ? (num_k_blocks + 3) / 4 * 4 : 0;
+  const int sfb_staged_floats = sfb_staged_floats_of(e, num_k_blocks);
   LaunchSetup s;
-  cudaError_t err = setup_launch(e, cfg, /*min_stages=*/1, &s, e.staged_sfb_buffers * sfb_staged_floats * 4);
+  cudaError_t err = setup_launch(e, cfg, /*min_stages=*/1, &s, sfb_staging_bytes(sfb_staged_floats));
   if (err != cudaSuccess) return err;
   err = ensure_smem_attribute(g_smem_attribute_set[entry_idx][s.dev], e.fn, s.smem_limit);
   if (err != cudaSuccess) return err;
@@ -389,8 +397,7 @@ cudaError_t launch_fp8_gemm(const GemmProblem& p, const GemmConfig& cfg, cudaStr
   sched.band_on_n = cluster == 2 && cfg.multicast_a != 0;
   sched.band = sched.band_on_n ? choose_band(grid, e.block_n, e.block_m) : choose_band(grid, e.block_m, e.block_n);
   cudaLaunchAttribute cluster_attr = cluster_of_2_attribute();
-  GemmKernelArgs args = make_kernel_args(p.sfb, p.n, num_k_blocks, s.num_stages);
-  args.sfb_staged_floats = sfb_staged_floats;
+  const GemmKernelArgs args = make_kernel_args(p.sfb, p.n, num_k_blocks, s.num_stages, sfb_staged_floats);
   return launch_kernel(e, grid, s, maps, args, sched, EmptyEpilogueParams{}, cluster == 2 ? &cluster_attr : nullptr,
                        stream);
 }
@@ -427,8 +434,9 @@ cudaError_t launch_fp8_grouped_gemm(const GroupedGemmProblem& p, const GemmConfi
   const long long sfb_group_stride = num_sfb_rows * num_k_blocks;
   if (sfb_group_stride * p.num_groups > INT_MAX) return cudaErrorInvalidValue;
 
+  const int sfb_staged_floats = sfb_staged_floats_of(e, num_k_blocks);
   LaunchSetup s;
-  cudaError_t err = setup_launch(e, cfg, /*min_stages=*/1, &s);
+  cudaError_t err = setup_launch(e, cfg, /*min_stages=*/1, &s, sfb_staging_bytes(sfb_staged_floats));
   if (err != cudaSuccess) return err;
 
   // Upper bound of the tiles: contiguous sum_g cdiv(rows_g, BM) <= cdiv(M, BM) + (non-empty groups).
@@ -483,8 +491,9 @@ cudaError_t launch_fp8_grouped_gemm(const GroupedGemmProblem& p, const GemmConfi
   cudaLaunchAttribute pdl;
   pdl.id = cudaLaunchAttributeProgrammaticStreamSerialization;
   pdl.val.programmaticStreamSerializationAllowed = 1;
-  return launch_kernel(e, grid, s, maps, make_kernel_args(p.sfb, p.n, num_k_blocks, s.num_stages), sched, epi, &pdl,
-                       stream);
+  return launch_kernel(e, grid, s, maps,
+                       make_kernel_args(p.sfb, p.n, num_k_blocks, s.num_stages, sfb_staged_floats), sched, epi,
+                       &pdl, stream);
 }
 
 // ------------------------------------------------------------------------------------------------

@@ -53,7 +53,7 @@ constexpr int kWgmmaK = 32;                // K of one e4m3 wgmma
 constexpr int kNumProducerThreads = 128;   // warpgroup 0
 constexpr int kProducerRegisters = 40;     // setmaxnreg for the producer warpgroup
 // Named barriers: 0 = __syncthreads, 1 + wg = the epilogue of math warpgroup wg, this one = all
-// math threads (two-wave tiles: B scales staged for the tile).
+// math threads (the tile's B scales are staged).
 constexpr uint32_t kMathBarrierId = 3;
 
 namespace detail {
@@ -121,8 +121,10 @@ struct GemmTraits {
   static_assert(kSmemA % 1024 == 0 && kSmemB % 1024 == 0 && kSmemD % 1024 == 0,
                 "128B-swizzled tiles must stay 1024-byte aligned");
 
-  // Two-wave tiles stage each tile's B scales in shared memory (two buffers, after the barriers).
-  static constexpr int kStagedSfbBuffers = kNumWaves > 1 ? 2 : 0;
+  // Rows of B scales staged per tile in shared memory (two buffers after the barriers; each row
+  // cdiv(K,128) floats rounded up to 4): 0 with per-row B scales, 2 when tiles may straddle two
+  // 128-wide scale blocks.
+  static constexpr int kSfbStagedRows = kPerRowScaleB ? 0 : (kMayStraddle ? 2 : 1);
 
   static constexpr int smem_bytes(int num_stages) { return kSmemD + num_stages * kSmemPerStage; }
 };
@@ -144,8 +146,8 @@ struct GemmKernelArgs {
   int num_stages;    // pipeline depth (fits the dynamic shared memory the launch provides)
   // 1: issue k-block kb+1 before promoting kb (tiles where it fits; see kDeferredPromotion).
   int deferred_promotion = deferred_promotion_default();
-  // Two-wave (256-row) tiles: floats per B-scale staging buffer (>= num_k_blocks, a multiple of
-  // 4); the launch reserves 2 buffers after the barriers (GemmTraits::kStagedSfbBuffers). 0 otherwise.
+  // Floats per B-scale staging buffer: GemmTraits::kSfbStagedRows rows of round_up(num_k_blocks, 4);
+  // the launch reserves 2 buffers after the barriers. 0 with per-row B scales.
   int sfb_staged_floats = 0;
 };
 
@@ -245,7 +247,7 @@ __global__ void __launch_bounds__(GemmTraits<BLOCK_M, BLOCK_N, Epilogue, kPerRow
   uint64_t* const full_bar = reinterpret_cast<uint64_t*>(
       smem_ab + num_stages * (Traits::kSmemAB + Traits::kSmemSFA + Traits::kSmemSFB));
   uint64_t* const empty_bar = full_bar + num_stages;
-  // Two-wave tiles: two buffers of args.sfb_staged_floats B scales (one tile's k-blocks each).
+  // Two buffers of args.sfb_staged_floats B scales (one tile's each; not with per-row B scales).
   float* const smem_sfb_tiles = reinterpret_cast<float*>(empty_bar + num_stages);
 
   // Warp index made warp-uniform explicitly (lets the compiler keep it in a uniform register).
@@ -350,7 +352,7 @@ __global__ void __launch_bounds__(GemmTraits<BLOCK_M, BLOCK_N, Epilogue, kPerRow
     Scheduler scheduler(sched_params, cluster_size);
     TileInfo tile;
     uint32_t stage = 0, phase = 0;
-    uint32_t tile_parity = 0;  // two-wave tiles: which B-scale staging buffer this tile uses
+    uint32_t tile_parity = 0;  // which of the two B-scale staging buffers this tile uses
     float acc[kNumAcc];
     // Second accumulator of the deferred-promotion loop (a 1-element dummy where it does not fit).
     float acc_next[Traits::kDeferredPromotion ? kNumAcc : 1];
@@ -358,35 +360,37 @@ __global__ void __launch_bounds__(GemmTraits<BLOCK_M, BLOCK_N, Epilogue, kPerRow
     for (int i = 0; i < kNumAcc; ++i) acc[i] = 0.f;
 
     // ---- the steps of one 128-wide k-block, shared by both main loops below ----
-    // Issue the 4 wgmmas of the k-block in `stage` into accumulator `a` (one commit group).
-    auto issue = [&](float (&a)[kNumAcc], uint32_t st) {
-      const uint64_t stage_offset = static_cast<uint64_t>(st * Traits::kSmemAB) >> 4;
+    // Issue the 4 wgmmas of the k-block in `stage` into accumulator `a` (one commit group);
+    // a_offset_lo moves A's descriptor further (16-byte units: the second wave of a 256-row tile).
+    auto issue = [&](float (&a)[kNumAcc], uint32_t st, uint32_t a_offset_lo = 0) {
+      const uint32_t stage_lo = st * (Traits::kSmemAB / 16);
       ptx::fence_operands(a);
       ptx::wgmma_fence();
 #pragma unroll
       for (int k = 0; k < kBlockK / kWgmmaK; ++k) {
         // k * 32 bytes along the 128-byte swizzled row = k * 2 in 16-byte descriptor units.
-        constexpr uint64_t kStep = kWgmmaK / 16;
-        Wgmma::mma(desc_a0 + stage_offset + k * kStep, desc_b0 + stage_offset + k * kStep, a,
-                   k > 0 ? 1u : 0u);
+        const uint32_t k_lo = k * (kWgmmaK / 16);
+        Wgmma::mma(ptx::smem_desc_with_lo(desc_a0, desc_a0_lo + stage_lo + a_offset_lo + k_lo),
+                   ptx::smem_desc_with_lo(desc_b0, desc_b0_lo + stage_lo + k_lo), a, k > 0 ? 1u : 0u);
       }
       ptx::wgmma_commit();
       ptx::fence_operands(a);
     };
     // A scales of this thread's two rows in `stage` (read before the stage is released).
-    auto load_sfa = [&](uint32_t st, float& r0, float& r1) {
-      const float* sfa_stage = smem_sfa + st * (Traits::kSmemSFA / 4) + (tile.a_row & 3) + wg * 64;
-      r0 = ptx::ld_shared_f32(sfa_stage + row_in_wg);
-      r1 = ptx::ld_shared_f32(sfa_stage + row_in_wg + 8);
+    // sfa_offset: this thread's first row in the stage's SFA slice (set per tile, below); a wave
+    // adds 128 rows.
+    int sfa_offset = 0;
+    auto load_sfa = [&](uint32_t st, float& r0, float& r1, int wave = 0) {
+      const float* sfa_stage = smem_sfa + st * (Traits::kSmemSFA / 4) + sfa_offset + wave * 128;
+      r0 = ptx::ld_shared_f32(sfa_stage);
+      r1 = ptx::ld_shared_f32(sfa_stage + 8);
     };
-    // Release `stage`: this warp no longer reads its shared memory.
-    auto release = [&](uint32_t st, const TileInfo& t) {
-      if (cluster_size == 1) {
-        if (lane == 0) ptx::mbar_arrive(&empty_bar[st]);
-      } else if (lane < 2) {
-        // lane r arrives on cluster rank r's barrier; with the peer gone, both on our own.
-        ptx::mbar_arrive_cluster(&empty_bar[st], t.peer_active ? lane : cta_rank);
-      }
+    // Release `stage`: this warp no longer reads its shared memory. Lane r arrives on cluster rank
+    // r's barrier (one lane without a cluster); with the peer gone, both on our own (set per tile).
+    const bool release_lane = lane < cluster_size;
+    uint32_t release_rank = cta_rank;
+    auto release = [&](uint32_t st) {
+      if (release_lane) ptx::mbar_arrive_cluster(&empty_bar[st], release_rank);
     };
     // out += a * (sfa * sfb) on the CUDA cores, with the B-scale block split of this tile.
     auto promote = [&](float (&o)[kNumAcc], const float (&a)[kNumAcc], float sfa0, float sfa1,
@@ -414,13 +418,50 @@ __global__ void __launch_bounds__(GemmTraits<BLOCK_M, BLOCK_N, Epilogue, kPerRow
         detail::promote_per_column(o, a, sfa0, sfa1,
                                    ptx::smem_u32(smem_sfb + st * (Traits::kSmemSFB / 4)) + sfb_thread_offset);
       __syncwarp();
-      release(st, tile);
+      release(st);
     };
 
-    while (scheduler.next(tile)) {
+    // ---- B scales (128x128 blocks, row-major [cdiv(N,128)][num_k_blocks]; not kPerRowScaleB) ----
+    // Staged in shared memory once per tile, so that the k-loops read them with one LDS: row 0 = the
+    // tile's first scale block, row 1 = the next one (tiles straddling two blocks), sfb_row_stride
+    // floats apart; two buffers alternate by tile parity (a warpgroup may still be in the previous
+    // tile's last k-block; the named barrier after staging keeps the warpgroups within one tile of
+    // each other). The global loads of a tile are issued while the previous tile's epilogue runs
+    // (kSfbPrefetch floats per thread; the rest, for K past 32K-64K, when the tile starts).
+    constexpr bool kStageSfb = !kPerRowScaleB;
+    static_assert(!(kStageSfb && kTileKRange), "per-tile k-ranges come with per-row B scales");
+    constexpr int kSfbRows = Traits::kSfbStagedRows;
+    constexpr int kSfbPrefetch = 2;
+    const int sfb_row_stride = args.sfb_staged_floats / (kSfbRows > 1 ? 2 : 1);
+    const int math_tid = static_cast<int>(threadIdx.x) - kNumProducerThreads;
+    const int sfb_count = kSfbRows * num_k_blocks;  // floats staged per tile
+    float sfb_prefetched[kSfbPrefetch];
+    // Global address of the i-th staged float of tile t (i < sfb_count).
+    auto sfb_source = [&](const TileInfo& t, int i) {
+      const int block0 = t.col_start / 128;
+      const int row = (kSfbRows > 1 && i >= num_k_blocks) ? 1 : 0;
+      const int block = min(block0 + row, num_sfb_rows - 1);  // the second block clamped at the right edge
+      return args.sfb + t.sfb_offset + block * num_k_blocks + (i - row * num_k_blocks);
+    };
+    auto sfb_target = [&](int i) { return (kSfbRows > 1 && i >= num_k_blocks) ? i - num_k_blocks + sfb_row_stride : i; };
+    auto prefetch_sfb = [&](const TileInfo& t) {
+      if constexpr (kStageSfb) {
+#pragma unroll
+        for (int j = 0; j < kSfbPrefetch; ++j) {
+          const int i = math_tid + j * Traits::kNumMathThreads;
+          if (i < sfb_count) sfb_prefetched[j] = __ldg(sfb_source(t, i));
+        }
+      }
+    };
+
+    bool has_tile = scheduler.next(tile);
+    if (has_tile) prefetch_sfb(tile);
+    while (has_tile) {
       // Rows of this warpgroup beyond the tile's valid rows: no output (and in the serial loop no
       // math either; stages are consumed all the same).
       const bool active = tile.row_start + wg * 64 < tile.row_end;
+      sfa_offset = (tile.a_row & 3) + wg * 64 + row_in_wg;
+      release_rank = tile.peer_active ? lane : cta_rank;
 
       // This tile's k-blocks: [kb_begin, kb_begin + tile_k_blocks) (all of K unless the scheduler
       // gives tiles their own range; such a range may be empty: the tile's output is then zero).
@@ -428,27 +469,27 @@ __global__ void __launch_bounds__(GemmTraits<BLOCK_M, BLOCK_N, Epilogue, kPerRow
       if constexpr (kTileKRange) kb_begin = tile.kb_begin, tile_k_blocks = tile.kb_end - tile.kb_begin;
 
       // B scales of this tile: block b0 covers tile columns [0, 8 * split), block b1 the rest.
-      // (kPerRowScaleB: per-column scales come through shared memory instead; none of this is used.)
-      const int sfb_block0 = tile.col_start / 128;
-      const int split = min(BLOCK_N, (sfb_block0 + 1) * 128 - tile.col_start) / 8;
-      const int sfb_block1 = min(sfb_block0 + 1, num_sfb_rows - 1);  // clamped at the right edge
-      const float* sfb0 = args.sfb + tile.sfb_offset + sfb_block0 * num_k_blocks + kb_begin;
-      const float* sfb1 = args.sfb + tile.sfb_offset + sfb_block1 * num_k_blocks + kb_begin;
-      // Software-prefetch the B scales one k-block ahead (global latency off the critical path).
-      float sfb0_next = 0.f, sfb1_next = 0.f;
-      if constexpr (!kPerRowScaleB && Traits::kNumWaves == 1) {
-        sfb0_next = __ldg(sfb0);
-        sfb1_next = Traits::kMayStraddle ? __ldg(sfb1) : 0.f;
+      const int split = min(BLOCK_N, (tile.col_start / 128 + 1) * 128 - tile.col_start) / 8;
+      const float* sfb_tile = smem_sfb_tiles + (tile_parity & 1) * args.sfb_staged_floats;
+      if constexpr (kStageSfb) {
+        float* const buffer = smem_sfb_tiles + (tile_parity & 1) * args.sfb_staged_floats;
+        ++tile_parity;
+#pragma unroll
+        for (int j = 0; j < kSfbPrefetch; ++j) {
+          const int i = math_tid + j * Traits::kNumMathThreads;
+          if (i < sfb_count) buffer[sfb_target(i)] = sfb_prefetched[j];
+        }
+        for (int i = math_tid + kSfbPrefetch * Traits::kNumMathThreads; i < sfb_count; i += Traits::kNumMathThreads)
+          buffer[sfb_target(i)] = __ldg(sfb_source(tile, i));
+        ptx::named_barrier_sync(kMathBarrierId, Traits::kNumMathThreads);
       }
-      auto next_sfb = [&](int kb, float& cur0, float& cur1) {
-        if constexpr (!kPerRowScaleB) {
-          cur0 = sfb0_next, cur1 = sfb1_next;
-          if (kb + 1 < tile_k_blocks) {
-            sfb0_next = __ldg(sfb0 + kb + 1);
-            if (Traits::kMayStraddle) sfb1_next = __ldg(sfb1 + kb + 1);
-          }
+      // The B scales of k-block kb (b1: the second block, straddling tiles only).
+      auto tile_sfb = [&](int kb, float& b0, float& b1) {
+        if constexpr (kStageSfb) {
+          b0 = ptx::ld_shared_f32(sfb_tile + kb);
+          b1 = Traits::kMayStraddle ? ptx::ld_shared_f32(sfb_tile + sfb_row_stride + kb) : 0.f;
         } else {
-          cur0 = cur1 = 0.f;
+          b0 = b1 = 0.f;
         }
       };
 
@@ -487,7 +528,7 @@ __global__ void __launch_bounds__(GemmTraits<BLOCK_M, BLOCK_N, Epilogue, kPerRow
             if constexpr (kPerRowScaleB) {
               promote_per_column_and_release(out, cur, sfa0, sfa1, stage, true);
             } else {
-              release(stage, tile);
+              release(stage);
               promote(out, cur, sfa0, sfa1, sfb0_cur, sfb1_cur, split);
             }
             stage = next_stage, phase = next_phase;
@@ -496,7 +537,7 @@ __global__ void __launch_bounds__(GemmTraits<BLOCK_M, BLOCK_N, Epilogue, kPerRow
           // k-block kb is in flight in `cur`: issue kb+1 into `nxt`, then promote kb.
           auto step_next = [&](float (&cur)[kNumAcc], float (&nxt)[kNumAcc], int kb) {
             float sfb0_cur, sfb1_cur;
-            next_sfb(kb, sfb0_cur, sfb1_cur);
+            tile_sfb(kb, sfb0_cur, sfb1_cur);
             uint32_t next_stage = stage, next_phase = phase;
             advance(next_stage, next_phase);
             float nsfa0, nsfa1;
@@ -509,7 +550,7 @@ __global__ void __launch_bounds__(GemmTraits<BLOCK_M, BLOCK_N, Epilogue, kPerRow
           // The tile's last k-block.
           auto step_last = [&](float (&cur)[kNumAcc], int kb) {
             float sfb0_cur, sfb1_cur;
-            next_sfb(kb, sfb0_cur, sfb1_cur);
+            tile_sfb(kb, sfb0_cur, sfb1_cur);
             uint32_t next_stage = stage, next_phase = phase;
             advance(next_stage, next_phase);
             ptx::wgmma_wait<0>();
@@ -533,51 +574,22 @@ __global__ void __launch_bounds__(GemmTraits<BLOCK_M, BLOCK_N, Epilogue, kPerRow
       } else if constexpr (kNumWaves > 1) {
         // Two waves, serial promotion: per k-block, wave 0's wgmmas, wait, promote into `out`,
         // then wave 1's into `out1`; the stage is released once wave 1's wgmmas are done. The two
-        // math warpgroups' promotions overlap each other's wgmmas. (Dense tiles only: no
-        // per-column B scales, BLOCK_N = 128: one B-scale block per tile.)
-        //
-        // The loop is kept lean (the tensor pipe idles whenever both warpgroups are between two
-        // wgmma groups): the tile's B scales are staged in shared memory once per tile, the
-        // descriptors only change their low 32 bits, and the empty-barrier arrival is one
-        // predicated instruction.
+        // math warpgroups' promotions overlap each other's wgmmas. Rows past M are computed from
+        // TMA zeros (the epilogue does not store them). Dense tiles only, BLOCK_N = 128.
         static_assert(!kPerRowScaleB && !Traits::kMayStraddle && BLOCK_N == 128, "256-row tiles are dense, 128 wide");
-        // Stage the B scales: buffer (tile parity) of the two, so that a warpgroup still in the
-        // previous tile's last k-block never sees them overwritten; the barrier below keeps the
-        // warpgroups within one tile of each other.
-        float* const sfb_tile = smem_sfb_tiles + (tile_parity & 1) * args.sfb_staged_floats;
-        ++tile_parity;
-        for (int i = static_cast<int>(threadIdx.x) - kNumProducerThreads; i < tile_k_blocks; i += Traits::kNumMathThreads)
-          sfb_tile[i] = __ldg(sfb0 + i);
-        ptx::named_barrier_sync(kMathBarrierId, Traits::kNumMathThreads);
-
-        const bool arrive = lane < cluster_size;  // lane r arrives on cluster rank r's barrier ...
-        const uint32_t arrive_rank = tile.peer_active ? lane : cta_rank;  // ... or on ours (peer gone)
-        const uint32_t sfa_offset = static_cast<uint32_t>((tile.a_row & 3) + wg * 64 + row_in_wg);
 #pragma unroll 2
         for (int kb = 0; kb < tile_k_blocks; ++kb) {
-          const float sfb = ptx::ld_shared_f32(sfb_tile + kb);
+          float sfb, unused;
+          tile_sfb(kb, sfb, unused);
           ptx::mbar_wait(&full_bar[stage], phase);
-          const uint32_t stage_lo = stage * (Traits::kSmemAB / 16);  // descriptor units (16 B)
-          const float* sfa_stage = smem_sfa + stage * (Traits::kSmemSFA / 4) + sfa_offset;
 #pragma unroll
           for (int wave = 0; wave < kNumWaves; ++wave) {
-            const float sfa0 = ptx::ld_shared_f32(sfa_stage + wave * 128);
-            const float sfa1 = ptx::ld_shared_f32(sfa_stage + wave * 128 + 8);
-            ptx::fence_operands(acc);
-            ptx::wgmma_fence();
-#pragma unroll
-            for (int k = 0; k < kBlockK / kWgmmaK; ++k) {
-              const uint32_t a_lo = desc_a0_lo + stage_lo + (wave * 128 * kBlockK + k * kWgmmaK) / 16;
-              const uint32_t b_lo = desc_b0_lo + stage_lo + (k * kWgmmaK) / 16;
-              Wgmma::mma(ptx::smem_desc_with_lo(desc_a0, a_lo), ptx::smem_desc_with_lo(desc_b0, b_lo), acc,
-                         k > 0 ? 1u : 0u);
-            }
-            ptx::wgmma_commit();
-            ptx::fence_operands(acc);
+            float sfa0, sfa1;
+            load_sfa(stage, sfa0, sfa1, wave);
+            issue(acc, stage, wave * (128 * kBlockK / 16));
             ptx::wgmma_wait<0>();
             ptx::fence_operands(acc);
-            if (wave == kNumWaves - 1 && arrive) ptx::mbar_arrive_cluster(&empty_bar[stage], arrive_rank);
-            // (rows past M are computed from TMA zeros; the epilogue does not store them)
+            if (wave == kNumWaves - 1) release(stage);
             detail::promote<kNumAcc / 4>(wave == 0 ? out : out1, acc, sfa0 * sfb, sfa1 * sfb, 0.f, 0.f);
           }
           advance(stage, phase);
@@ -587,7 +599,7 @@ __global__ void __launch_bounds__(GemmTraits<BLOCK_M, BLOCK_N, Epilogue, kPerRow
         // warpgroups' promotions overlap each other's wgmmas.
         for (int kb = 0; kb < tile_k_blocks; ++kb) {
           float sfb0_cur, sfb1_cur;
-          next_sfb(kb, sfb0_cur, sfb1_cur);
+          tile_sfb(kb, sfb0_cur, sfb1_cur);
           ptx::mbar_wait(&full_bar[stage], phase);
           float sfa0 = 0.f, sfa1 = 0.f;
           if (active) {
@@ -599,16 +611,24 @@ __global__ void __launch_bounds__(GemmTraits<BLOCK_M, BLOCK_N, Epilogue, kPerRow
           if constexpr (kPerRowScaleB) {
             promote_per_column_and_release(out, acc, sfa0, sfa1, stage, active);
           } else {
-            release(stage, tile);
+            release(stage);
             if (active) promote(out, acc, sfa0, sfa1, sfb0_cur, sfb1_cur, split);
           }
           advance(stage, phase);
         }
       }
 
+      // The next tile, and its B scales' global loads, before this tile's epilogue (which hides
+      // their latency).
+      TileInfo next_tile = tile;
+      const bool has_next = scheduler.next(next_tile);
+      if (has_next) prefetch_sfb(next_tile);
+
       if (active) Epilogue::store(out, smem_d, &tmap_d, tile, wg, /*slice=*/wg, tid_in_wg, epi_params);
       if constexpr (kNumWaves > 1)
         if (active1) Epilogue::store(out1, smem_d, &tmap_d, tile, wg, /*slice=*/2 + wg, tid_in_wg, epi_params);
+      tile = next_tile;
+      has_tile = has_next;
     }
     Epilogue::finish(tid_in_wg);
   }
@@ -639,7 +659,7 @@ struct KernelEntry {
   int d_box_cols = 0, d_box_rows = 0, d_swizzle_bytes = 0;  // TMA store box / swizzle of the D map
   int out_elem_bytes = 0;
   int sfa_box_rows = 0;  // floats of A's scales per TMA load (GemmTraits::kSfaBoxRows)
-  int staged_sfb_buffers = 0;  // B-scale staging buffers of cdiv(K,128) floats (two-wave tiles)
+  int sfb_staged_rows = 0;  // rows of B scales staged per tile (GemmTraits::kSfbStagedRows)
 };
 
 template <OutDtype kOut>
@@ -662,7 +682,7 @@ KernelEntry make_kernel_entry(OutDtype out) {
   e.d_box_rows = Epi::kBoxRows;
   e.d_swizzle_bytes = Epi::kAtomBytes;
   e.sfa_box_rows = Traits::kSfaBoxRows;
-  e.staged_sfb_buffers = Traits::kStagedSfbBuffers;
+  e.sfb_staged_rows = Traits::kSfbStagedRows;
   e.out_elem_bytes = Epi::kElemBytes;
   return e;
 }
