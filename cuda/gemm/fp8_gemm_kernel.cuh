@@ -122,9 +122,12 @@ struct GemmTraits {
                 "128B-swizzled tiles must stay 1024-byte aligned");
 
   // Rows of B scales staged per tile in shared memory (two buffers after the barriers; each row
-  // cdiv(K,128) floats rounded up to 4): 0 with per-row B scales, 2 when tiles may straddle two
-  // 128-wide scale blocks.
-  static constexpr int kSfbStagedRows = kPerRowScaleB ? 0 : (kMayStraddle ? 2 : 1);
+  // cdiv(K,128) floats rounded up to 4): two-wave tiles and tiles that may straddle two 128-wide
+  // scale blocks (2 rows) stage them; one-wave tiles of BLOCK_N dividing 128 read them from global
+  // memory one k-block ahead instead (measured: 128x128 +7% at K=16384 with the global loads,
+  // 128x112 +10% staged; RESULTS.md); 0 with per-row B scales.
+  static constexpr int kSfbStagedRows =
+      kPerRowScaleB ? 0 : (kMayStraddle ? 2 : (kNumWaves > 1 ? 1 : 0));
 
   static constexpr int smem_bytes(int num_stages) { return kSmemD + num_stages * kSmemPerStage; }
 };
@@ -422,13 +425,15 @@ __global__ void __launch_bounds__(GemmTraits<BLOCK_M, BLOCK_N, Epilogue, kPerRow
     };
 
     // ---- B scales (128x128 blocks, row-major [cdiv(N,128)][num_k_blocks]; not kPerRowScaleB) ----
-    // Staged in shared memory once per tile, so that the k-loops read them with one LDS: row 0 = the
-    // tile's first scale block, row 1 = the next one (tiles straddling two blocks), sfb_row_stride
-    // floats apart; two buffers alternate by tile parity (a warpgroup may still be in the previous
+    // Staged in shared memory once per tile where GemmTraits::kSfbStagedRows says so (one LDS per
+    // k-block then): row 0 = the tile's first scale block, row 1 = the next one (tiles straddling
+    // two blocks), sfb_row_stride floats apart; two buffers alternate by tile parity (a warpgroup may still be in the previous
     // tile's last k-block; the named barrier after staging keeps the warpgroups within one tile of
     // each other). The global loads of a tile are issued while the previous tile's epilogue runs
     // (kSfbPrefetch floats per thread; the rest, for K past 32K-64K, when the tile starts).
-    constexpr bool kStageSfb = !kPerRowScaleB;
+    constexpr bool kStageSfb = Traits::kSfbStagedRows > 0;
+    // The other (one-wave, BLOCK_N dividing 128) tiles read them from global memory, one k-block ahead.
+    constexpr bool kLdgSfb = !kPerRowScaleB && !kStageSfb;
     static_assert(!(kStageSfb && kTileKRange), "per-tile k-ranges come with per-row B scales");
     constexpr int kSfbRows = Traits::kSfbStagedRows;
     constexpr int kSfbPrefetch = 2;
@@ -439,7 +444,7 @@ __global__ void __launch_bounds__(GemmTraits<BLOCK_M, BLOCK_N, Epilogue, kPerRow
     // Global address of the i-th staged float of tile t (i < sfb_count).
     auto sfb_source = [&](const TileInfo& t, int i) {
       const int block0 = t.col_start / 128;
-      const int row = (kSfbRows > 1 && i >= num_k_blocks) ? 1 : 0;
+      const int row = (Traits::kMayStraddle && i >= num_k_blocks) ? 1 : 0;
       const int block = min(block0 + row, num_sfb_rows - 1);  // the second block clamped at the right edge
       return args.sfb + t.sfb_offset + block * num_k_blocks + (i - row * num_k_blocks);
     };
@@ -483,11 +488,24 @@ __global__ void __launch_bounds__(GemmTraits<BLOCK_M, BLOCK_N, Epilogue, kPerRow
           buffer[sfb_target(i)] = __ldg(sfb_source(tile, i));
         ptx::named_barrier_sync(kMathBarrierId, Traits::kNumMathThreads);
       }
-      // The B scales of k-block kb (b1: the second block, straddling tiles only).
+      float sfb0_next = 0.f, sfb1_next = 0.f;
+      const float* const sfb0 = sfb_source(tile, 0);
+      const float* const sfb1 = sfb_source(tile, num_k_blocks);
+      if constexpr (kLdgSfb) {
+        sfb0_next = __ldg(sfb0);
+        sfb1_next = Traits::kMayStraddle ? __ldg(sfb1) : 0.f;
+      }
+      // The B scales of k-block kb (b1: the second block, straddling tiles only); call in order.
       auto tile_sfb = [&](int kb, float& b0, float& b1) {
         if constexpr (kStageSfb) {
           b0 = ptx::ld_shared_f32(sfb_tile + kb);
           b1 = Traits::kMayStraddle ? ptx::ld_shared_f32(sfb_tile + sfb_row_stride + kb) : 0.f;
+        } else if constexpr (kLdgSfb) {
+          b0 = sfb0_next, b1 = sfb1_next;
+          if (kb + 1 < tile_k_blocks) {
+            sfb0_next = __ldg(sfb0 + kb + 1);
+            if (Traits::kMayStraddle) sfb1_next = __ldg(sfb1 + kb + 1);
+          }
         } else {
           b0 = b1 = 0.f;
         }
@@ -618,15 +636,19 @@ __global__ void __launch_bounds__(GemmTraits<BLOCK_M, BLOCK_N, Epilogue, kPerRow
         }
       }
 
-      // The next tile, and its B scales' global loads, before this tile's epilogue (which hides
-      // their latency).
+      // Staging tiles: the next tile, and its B scales' global loads, before this tile's epilogue
+      // (which hides their latency); the others after it (fewer live registers in the epilogue).
       TileInfo next_tile = tile;
-      const bool has_next = scheduler.next(next_tile);
-      if (has_next) prefetch_sfb(next_tile);
+      bool has_next = false;
+      if constexpr (kStageSfb) {
+        has_next = scheduler.next(next_tile);
+        if (has_next) prefetch_sfb(next_tile);
+      }
 
       if (active) Epilogue::store(out, smem_d, &tmap_d, tile, wg, /*slice=*/wg, tid_in_wg, epi_params);
       if constexpr (kNumWaves > 1)
         if (active1) Epilogue::store(out1, smem_d, &tmap_d, tile, wg, /*slice=*/2 + wg, tid_in_wg, epi_params);
+      if constexpr (!kStageSfb) has_next = scheduler.next(next_tile);
       tile = next_tile;
       has_tile = has_next;
     }
