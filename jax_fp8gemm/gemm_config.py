@@ -72,10 +72,11 @@ def pick(m: int, n: int, k: int, out_dtype, num_sms: int) -> GemmConfig:
 
 # (block_m, block_n) pairs compiled for the grouped kernels: kCompiledGroupedTiles in
 # cuda/gemm/fp8_gemm.h (multicast is not supported there).
-COMPILED_GROUPED_TILES = ((128, 128), (64, 128))
+COMPILED_GROUPED_TILES = ((256, 128), (128, 128), (64, 128))
 
 
-def pick_grouped(m: int, n: int, k: int, g: int, num_sms: int, *, masked: bool = False) -> GemmConfig:
+def pick_grouped(m: int, n: int, k: int, g: int, num_sms: int, *, masked: bool = False,
+                 out_dtype=jnp.bfloat16) -> GemmConfig:
     """The configuration of a grouped GEMM from its static shape (group sizes are traced values).
 
     m is the total row count M for the contiguous layout and Mmax (rows per group) for the masked
@@ -83,13 +84,15 @@ def pick_grouped(m: int, n: int, k: int, g: int, num_sms: int, *, masked: bool =
     straddle groups; the kernel skips rows past masked_m, so this is the worst case); contiguous,
     cdiv(M, bm) plus about half a partial tile per group, since groups are not padded, unless the
     even split M / g is a multiple of bm (then groups are likely aligned). The same wave-and-tile
-    cost model as `pick` then chooses: 128x128 when groups have many rows, 64x128 when the expected
-    rows per group are small (a partial tile wastes half as much there).
+    cost model as `pick` then chooses: 256x128 (bf16 output) or 128x128 when groups have many rows,
+    64x128 when the expected rows per group are small (a partial tile wastes less there).
     """
     del k
     g = max(int(g), 1)
     best = None
     for bm, bn in COMPILED_GROUPED_TILES:
+        if bm == 256 and np.dtype(out_dtype) != np.dtype(jnp.bfloat16):
+            continue  # f32 output leaves the 256-row tile 2 pipeline stages
         if masked:
             m_tiles = g * cdiv(m, bm)
         else:

@@ -48,8 +48,8 @@ def _masked_abstract(a, a_s, b, b_s, masked_m, *, out_dtype):
     return ShapedArray((a.shape[0], a.shape[1], b.shape[1]), _checks.out_dtype(op, out_dtype))
 
 
-def _grouped_config(m, n, k, g, masked):
-    return gemm_config.pick_grouped(m, n, k, g, _kernels.num_sms(), masked=masked)
+def _grouped_config(m, n, k, g, masked, out_dtype):
+    return gemm_config.pick_grouped(m, n, k, g, _kernels.num_sms(), masked=masked, out_dtype=out_dtype)
 
 
 def grouped_gemm_kernel_call(a, a_s, b, b_s, group_sizes, config: gemm_config.GemmConfig,
@@ -73,13 +73,13 @@ def grouped_gemm_masked_kernel_call(a, a_s, b, b_s, masked_m, config: gemm_confi
 
 def _contiguous_kernel(a, a_s, b, b_s, group_sizes, *, out_dtype):
     (m, k), (g, n, _) = a.shape, b.shape
-    config = _grouped_config(m, n, k, g, masked=False)
+    config = _grouped_config(m, n, k, g, masked=False, out_dtype=out_dtype)
     return grouped_gemm_kernel_call(a, a_s, b, b_s, group_sizes, config, out_dtype)
 
 
 def _masked_kernel(a, a_s, b, b_s, masked_m, *, out_dtype):
     (g, mmax, k), n = a.shape, b.shape[1]
-    config = _grouped_config(mmax, n, k, g, masked=True)
+    config = _grouped_config(mmax, n, k, g, masked=True, out_dtype=out_dtype)
     return grouped_gemm_masked_kernel_call(a, a_s, b, b_s, masked_m, config, out_dtype)
 
 

@@ -121,14 +121,16 @@ struct GroupedGemmProblem {
 };
 
 // Tiles compiled for the grouped kernels (both output dtypes each; multicast must be 1):
+//   256x128  large groups, bf16 output: the dense kernel's two-wave tile (+11% over 128x128 on the
+//            large dense shapes); a group's last partial tile wastes up to 255 rows.
 //   128x128  the throughput tile (as for dense: divides the 128-wide B-scale blocks, so N = 4096 /
 //            7168 have no ragged N-tile; 2 math warpgroups).
 //   64x128   small groups (rows per group <= ~96, decode-style masked layouts with a small Mmax):
 //            unpadded groups cost up to one partial M-tile each, which is half as large here.
 // The tile count is data dependent (it depends on the group sizes), so the N-tile widths that the
 // dense kernel uses against wave quantisation (112, 144, 160) buy little here and are not compiled:
-// 4 more kernels in 2 translation units (~5 s of one core).
-inline constexpr CompiledTile kCompiledGroupedTiles[] = {{128, 128}, {64, 128}};
+// 6 kernels in 3 translation units.
+inline constexpr CompiledTile kCompiledGroupedTiles[] = {{256, 128}, {128, 128}, {64, 128}};
 inline constexpr int kNumCompiledGroupedTiles =
     static_cast<int>(sizeof(kCompiledGroupedTiles) / sizeof(kCompiledGroupedTiles[0]));
 

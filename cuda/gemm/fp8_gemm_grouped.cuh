@@ -9,7 +9,7 @@
 
 #include "gemm/fp8_gemm_kernel.cuh"
 
-#define FP8GEMM_COMPILED_GROUPED_TILES(X) X(128, 128) X(64, 128)
+#define FP8GEMM_COMPILED_GROUPED_TILES(X) X(256, 128) X(128, 128) X(64, 128)
 
 namespace fp8gemm {
 namespace detail {

@@ -105,11 +105,13 @@ struct GemmTraits {
   static constexpr int kSmemAB = kSmemA + kSmemB;
   // SFA is loaded as BLOCK_M + 4 floats starting at row_start rounded down to a multiple of 4: a
   // TMA box must start 16-byte aligned along its inner (here: M) dimension, and grouped tiles
-  // start at any row. The consumers skip the (row_start % 4) leading floats.
-  // 256-row tiles load exactly BLOCK_M floats (a TMA box holds at most 256 per dimension): they
-  // are dense-only, whose tiles start at multiples of BLOCK_M.
-  static constexpr int kSfaBoxRows = BLOCK_M == 256 ? BLOCK_M : BLOCK_M + 4;
-  static constexpr int kSmemSFA = ((kSfaBoxRows * 4 + 127) / 128) * 128;
+  // start at any row. The consumers skip the (row_start % 4) leading floats. A box holds at most
+  // 256 floats, so 256-row tiles load one box of 128 + 4 per wave (kSfaLoads), kSfaWaveStride
+  // floats apart in shared memory (16-byte aligned).
+  static constexpr int kSfaBoxRows = (BLOCK_M == 256 ? 128 : BLOCK_M) + 4;
+  static constexpr int kSfaLoads = BLOCK_M == 256 ? 2 : 1;
+  static constexpr int kSfaWaveStride = kSfaBoxRows;
+  static constexpr int kSmemSFA = ((kSfaLoads * kSfaBoxRows * 4 + 127) / 128) * 128;
   // SFB slice (kPerRowScaleB only): BLOCK_N floats from col_start, which is a multiple of BLOCK_N
   // (so of 16): 16-byte aligned without the SFA-style pad.
   static constexpr int kSfbBoxCols = kPerRowScaleB ? BLOCK_N : 0;
@@ -117,7 +119,7 @@ struct GemmTraits {
   static constexpr int kSmemD = Epilogue::kSmemBytes;
   static constexpr int kSmemBarriers = 2 * 8;  // full + empty mbarrier per stage
   static constexpr int kSmemPerStage = kSmemAB + kSmemSFA + kSmemSFB + kSmemBarriers;
-  static constexpr uint32_t kTxBytesPerStage = kSmemA + kSmemB + kSfaBoxRows * 4 + kSfbBoxCols * 4;
+  static constexpr uint32_t kTxBytesPerStage = kSmemA + kSmemB + kSfaLoads * kSfaBoxRows * 4 + kSfbBoxCols * 4;
   static_assert(kSmemA % 1024 == 0 && kSmemB % 1024 == 0 && kSmemD % 1024 == 0,
                 "128B-swizzled tiles must stay 1024-byte aligned");
 
@@ -312,10 +314,16 @@ __global__ void __launch_bounds__(GemmTraits<BLOCK_M, BLOCK_N, Epilogue, kPerRow
           float* const smem_sfa_stage = smem_sfa + stage * (Traits::kSmemSFA / 4);
           if (!tile.multicast_a) {
             ptx::tma_load_2d(&tmap_a, bar, smem_a_stage, kb * kBlockK, tile.a_row);
-            ptx::tma_load_2d(&tmap_sfa, bar, smem_sfa_stage, tile.a_row & ~3, kb);
+#pragma unroll
+            for (int w = 0; w < Traits::kSfaLoads; ++w)
+              ptx::tma_load_2d(&tmap_sfa, bar, smem_sfa_stage + w * Traits::kSfaWaveStride, (tile.a_row & ~3) + w * 128,
+                               kb);
           } else if (cta_rank == 0) {
             ptx::tma_load_2d_multicast(&tmap_a, bar, smem_a_stage, kb * kBlockK, tile.a_row, kBothCtas);
-            ptx::tma_load_2d_multicast(&tmap_sfa, bar, smem_sfa_stage, tile.a_row & ~3, kb, kBothCtas);
+#pragma unroll
+            for (int w = 0; w < Traits::kSfaLoads; ++w)
+              ptx::tma_load_2d_multicast(&tmap_sfa, bar, smem_sfa_stage + w * Traits::kSfaWaveStride,
+                                         (tile.a_row & ~3) + w * 128, kb, kBothCtas);
           }
           if constexpr (kPerRowScaleB)  // each CTA loads its own slice (also with B multicast)
             ptx::tma_load_2d(&tmap_sfb, bar, smem_sfb + stage * (Traits::kSmemSFB / 4), tile.col_start, kb);
@@ -380,11 +388,11 @@ __global__ void __launch_bounds__(GemmTraits<BLOCK_M, BLOCK_N, Epilogue, kPerRow
       ptx::fence_operands(a);
     };
     // A scales of this thread's two rows in `stage` (read before the stage is released).
-    // sfa_offset: this thread's first row in the stage's SFA slice (set per tile, below); a wave
-    // adds 128 rows.
+    // sfa_offset: this thread's first row in the stage's SFA slice (set per tile, below); the
+    // second wave of a 256-row tile reads the second box.
     int sfa_offset = 0;
     auto load_sfa = [&](uint32_t st, float& r0, float& r1, int wave = 0) {
-      const float* sfa_stage = smem_sfa + st * (Traits::kSmemSFA / 4) + sfa_offset + wave * 128;
+      const float* sfa_stage = smem_sfa + st * (Traits::kSmemSFA / 4) + sfa_offset + wave * Traits::kSfaWaveStride;
       r0 = ptx::ld_shared_f32(sfa_stage);
       r1 = ptx::ld_shared_f32(sfa_stage + 8);
     };
