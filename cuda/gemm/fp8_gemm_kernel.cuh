@@ -52,9 +52,9 @@ constexpr int kBlockK = 128;               // K per pipeline stage = scaling blo
 constexpr int kWgmmaK = 32;                // K of one e4m3 wgmma
 constexpr int kNumProducerThreads = 128;   // warpgroup 0
 constexpr int kProducerRegisters = 40;     // setmaxnreg for the producer warpgroup
-// Named barriers: 0 = __syncthreads, 1 + wg = the epilogue of math warpgroup wg, kStagingBarrierId
-// + wg = math warpgroup wg has staged its copy of the tile's B scales.
-constexpr uint32_t kStagingBarrierId = 3;
+// Named barriers: 0 = __syncthreads, 1 + wg = the epilogue of math warpgroup wg, this one = all
+// math threads (the tile's B scales are staged).
+constexpr uint32_t kMathBarrierId = 3;
 
 namespace detail {
 constexpr int const_gcd(int a, int b) { return b == 0 ? a : const_gcd(b, a % b); }
@@ -123,7 +123,7 @@ struct GemmTraits {
   static_assert(kSmemA % 1024 == 0 && kSmemB % 1024 == 0 && kSmemD % 1024 == 0,
                 "128B-swizzled tiles must stay 1024-byte aligned");
 
-  // Rows of B scales staged per tile in shared memory (four buffers after the barriers; each row
+  // Rows of B scales staged per tile in shared memory (two buffers after the barriers; each row
   // cdiv(K,128) floats rounded up to 4): two-wave tiles and tiles that may straddle two 128-wide
   // scale blocks (2 rows) stage them; one-wave tiles of BLOCK_N dividing 128 read them from global
   // memory one k-block ahead instead (measured: 128x128 +7% at K=16384 with the global loads,
@@ -152,8 +152,7 @@ struct GemmKernelArgs {
   // 1: issue k-block kb+1 before promoting kb (tiles where it fits; see kDeferredPromotion).
   int deferred_promotion = deferred_promotion_default();
   // Floats per B-scale staging buffer: GemmTraits::kSfbStagedRows rows of round_up(num_k_blocks, 4);
-  // the launch reserves 4 buffers after the barriers (2 parities x up to 2 math warpgroups). 0
-  // with per-row B scales.
+  // the launch reserves 2 buffers after the barriers. 0 with per-row B scales.
   int sfb_staged_floats = 0;
 };
 
@@ -253,7 +252,7 @@ __global__ void __launch_bounds__(GemmTraits<BLOCK_M, BLOCK_N, Epilogue, kPerRow
   uint64_t* const full_bar = reinterpret_cast<uint64_t*>(
       smem_ab + num_stages * (Traits::kSmemAB + Traits::kSmemSFA + Traits::kSmemSFB));
   uint64_t* const empty_bar = full_bar + num_stages;
-  // 2 parities x math warpgroups buffers of args.sfb_staged_floats B scales (not with per-row B scales).
+  // Two buffers of args.sfb_staged_floats B scales (one tile's each; not with per-row B scales).
   float* const smem_sfb_tiles = reinterpret_cast<float*>(empty_bar + num_stages);
 
   // Warp index made warp-uniform explicitly (lets the compiler keep it in a uniform register).
@@ -436,13 +435,10 @@ __global__ void __launch_bounds__(GemmTraits<BLOCK_M, BLOCK_N, Epilogue, kPerRow
     // ---- B scales (128x128 blocks, row-major [cdiv(N,128)][num_k_blocks]; not kPerRowScaleB) ----
     // Staged in shared memory once per tile where GemmTraits::kSfbStagedRows says so (one LDS per
     // k-block then): row 0 = the tile's first scale block, row 1 = the next one (tiles straddling
-    // two blocks), sfb_row_stride floats apart. Each math warpgroup stages its own copy (no
-    // coupling between the warpgroups), in two buffers alternating by tile parity: a warp may still
-    // be in the previous tile's last k-block, and the warpgroup's barrier after staging keeps its
-    // warps within one tile of each other. The global loads of a tile are issued while the
-    // previous tile's epilogue runs (kSfbPrefetch floats per thread; the rest, for K past 32K, when
-    // the tile starts).
-
+    // two blocks), sfb_row_stride floats apart; two buffers alternate by tile parity (a warpgroup may still be in the previous
+    // tile's last k-block; the named barrier after staging keeps the warpgroups within one tile of
+    // each other). The global loads of a tile are issued while the previous tile's epilogue runs
+    // (kSfbPrefetch floats per thread; the rest, for K past 32K-64K, when the tile starts).
     constexpr bool kStageSfb = Traits::kSfbStagedRows > 0;
     // The other (one-wave, BLOCK_N dividing 128) tiles read them from global memory, one k-block ahead.
     constexpr bool kLdgSfb = !kPerRowScaleB && !kStageSfb;
@@ -450,6 +446,7 @@ __global__ void __launch_bounds__(GemmTraits<BLOCK_M, BLOCK_N, Epilogue, kPerRow
     constexpr int kSfbRows = Traits::kSfbStagedRows;
     constexpr int kSfbPrefetch = 2;
     const int sfb_row_stride = args.sfb_staged_floats / (kSfbRows > 1 ? 2 : 1);
+    const int math_tid = static_cast<int>(threadIdx.x) - kNumProducerThreads;
     const int sfb_count = kSfbRows * num_k_blocks;  // floats staged per tile
     float sfb_prefetched[kSfbPrefetch];
     // Global address of the i-th staged float of tile t (i < sfb_count).
@@ -464,7 +461,7 @@ __global__ void __launch_bounds__(GemmTraits<BLOCK_M, BLOCK_N, Epilogue, kPerRow
       if constexpr (kStageSfb) {
 #pragma unroll
         for (int j = 0; j < kSfbPrefetch; ++j) {
-          const int i = tid_in_wg + j * 128;
+          const int i = math_tid + j * Traits::kNumMathThreads;
           if (i < sfb_count) sfb_prefetched[j] = __ldg(sfb_source(t, i));
         }
       }
@@ -486,19 +483,18 @@ __global__ void __launch_bounds__(GemmTraits<BLOCK_M, BLOCK_N, Epilogue, kPerRow
 
       // B scales of this tile: block b0 covers tile columns [0, 8 * split), block b1 the rest.
       const int split = min(BLOCK_N, (tile.col_start / 128 + 1) * 128 - tile.col_start) / 8;
-      // This warpgroup's buffer of this tile's parity: (parity, warpgroup) -> buffer parity * W + wg.
-      float* const sfb_tile =
-          smem_sfb_tiles + ((tile_parity & 1) * Traits::kNumMathWarpgroups + wg) * args.sfb_staged_floats;
+      const float* sfb_tile = smem_sfb_tiles + (tile_parity & 1) * args.sfb_staged_floats;
       if constexpr (kStageSfb) {
+        float* const buffer = smem_sfb_tiles + (tile_parity & 1) * args.sfb_staged_floats;
         ++tile_parity;
 #pragma unroll
         for (int j = 0; j < kSfbPrefetch; ++j) {
-          const int i = tid_in_wg + j * 128;
-          if (i < sfb_count) sfb_tile[sfb_target(i)] = sfb_prefetched[j];
+          const int i = math_tid + j * Traits::kNumMathThreads;
+          if (i < sfb_count) buffer[sfb_target(i)] = sfb_prefetched[j];
         }
-        for (int i = tid_in_wg + kSfbPrefetch * 128; i < sfb_count; i += 128)
-          sfb_tile[sfb_target(i)] = __ldg(sfb_source(tile, i));
-        ptx::named_barrier_sync(kStagingBarrierId + wg, 128);
+        for (int i = math_tid + kSfbPrefetch * Traits::kNumMathThreads; i < sfb_count; i += Traits::kNumMathThreads)
+          buffer[sfb_target(i)] = __ldg(sfb_source(tile, i));
+        ptx::named_barrier_sync(kMathBarrierId, Traits::kNumMathThreads);
       }
       float sfb0_next = 0.f, sfb1_next = 0.f;
       const float* const sfb0 = sfb_source(tile, 0);
