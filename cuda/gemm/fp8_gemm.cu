@@ -326,7 +326,12 @@ cudaError_t launch_kernel(const KernelEntry& e, int grid, const LaunchSetup& s, 
 
 }  // namespace
 
+// 256-row tiles serve bf16 output only: with f32 the epilogue's 128 KB leave room for 2 stages at
+// most, and none next to the staged B scales of a long K (the kernels exist, they are not offered).
+bool offered(const GemmConfig& cfg, OutDtype out) { return !(cfg.block_m == 256 && out == OutDtype::kF32); }
+
 bool is_compiled(const GemmConfig& cfg, OutDtype out) {
+  if (!offered(cfg, out)) return false;
   if (cfg.multicast != 1 && cfg.multicast != 2) return false;
   if (cfg.multicast_a != 0 && (cfg.multicast_a != 1 || cfg.multicast != 2)) return false;
   if (cfg.num_stages < 0 || cfg.num_sms < 0) return false;
@@ -403,6 +408,7 @@ cudaError_t launch_fp8_gemm(const GemmProblem& p, const GemmConfig& cfg, cudaStr
 }
 
 bool is_compiled_grouped(const GemmConfig& cfg, OutDtype out) {
+  if (!offered(cfg, out)) return false;
   if (cfg.multicast != 1) return false;
   if (cfg.num_stages < 0 || cfg.num_sms < 0) return false;
   return find_grouped_entry(cfg.block_m, cfg.block_n, out) >= 0;

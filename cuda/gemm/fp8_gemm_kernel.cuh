@@ -106,11 +106,13 @@ struct GemmTraits {
   // SFA is loaded as BLOCK_M + 4 floats starting at row_start rounded down to a multiple of 4: a
   // TMA box must start 16-byte aligned along its inner (here: M) dimension, and grouped tiles
   // start at any row. The consumers skip the (row_start % 4) leading floats. A box holds at most
-  // 256 floats, so 256-row tiles load one box of 128 + 4 per wave (kSfaLoads), kSfaWaveStride
-  // floats apart in shared memory (a TMA destination must be 128-byte aligned).
-  static constexpr int kSfaBoxRows = (BLOCK_M == 256 ? 128 : BLOCK_M) + 4;
-  static constexpr int kSfaLoads = BLOCK_M == 256 ? 2 : 1;
-  static constexpr int kSfaWaveStride = ((kSfaBoxRows * 4 + 127) / 128) * 32;
+  // 256 floats, so grouped 256-row tiles (the row-masking epilogue) load one box of 128 + 4 per
+  // wave (kSfaLoads), kSfaWaveStride floats apart in shared memory (a TMA destination must be
+  // 128-byte aligned); dense 256-row tiles start at multiples of 256 and load one box of 256.
+  static constexpr bool kSplitSfa = BLOCK_M == 256 && Epilogue::kMasksRows;
+  static constexpr int kSfaBoxRows = BLOCK_M == 256 ? (kSplitSfa ? 132 : 256) : BLOCK_M + 4;
+  static constexpr int kSfaLoads = kSplitSfa ? 2 : 1;
+  static constexpr int kSfaWaveStride = kSplitSfa ? ((kSfaBoxRows * 4 + 127) / 128) * 32 : 128;
   static constexpr int kSmemSFA = kSfaLoads * kSfaWaveStride * 4;
   // SFB slice (kPerRowScaleB only): BLOCK_N floats from col_start, which is a multiple of BLOCK_N
   // (so of 16): 16-byte aligned without the SFA-style pad.
