@@ -112,7 +112,7 @@ struct GemmTraits {
   static constexpr bool kSplitSfa = BLOCK_M == 256 && Epilogue::kMasksRows;
   static constexpr int kSfaBoxRows = BLOCK_M == 256 ? (kSplitSfa ? 132 : 256) : BLOCK_M + 4;
   static constexpr int kSfaLoads = kSplitSfa ? 2 : 1;
-  static constexpr int kSfaWaveStride = kSplitSfa ? ((kSfaBoxRows * 4 + 127) / 128) * 32 : 128;
+  static constexpr int kSfaWaveStride = ((kSfaBoxRows * 4 + 127) / 128) * 32;  // one box, 128-byte aligned
   static constexpr int kSmemSFA = kSfaLoads * kSfaWaveStride * 4;
   // SFB slice (kPerRowScaleB only): BLOCK_N floats from col_start, which is a multiple of BLOCK_N
   // (so of 16): 16-byte aligned without the SFA-style pad.
