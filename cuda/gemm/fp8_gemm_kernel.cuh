@@ -113,6 +113,8 @@ struct GemmTraits {
   static constexpr int kSfaBoxRows = BLOCK_M == 256 ? (kSplitSfa ? 132 : 256) : BLOCK_M + 4;
   static constexpr int kSfaLoads = kSplitSfa ? 2 : 1;
   static constexpr int kSfaWaveStride = ((kSfaBoxRows * 4 + 127) / 128) * 32;  // one box, 128-byte aligned
+  // Floats from the first wave's scales to the second's: the next box, or 128 rows into the one box.
+  static constexpr int kSfaWaveOffset = kSplitSfa ? kSfaWaveStride : 128;
   static constexpr int kSmemSFA = kSfaLoads * kSfaWaveStride * 4;
   // SFB slice (kPerRowScaleB only): BLOCK_N floats from col_start, which is a multiple of BLOCK_N
   // (so of 16): 16-byte aligned without the SFA-style pad.
@@ -394,7 +396,7 @@ __global__ void __launch_bounds__(GemmTraits<BLOCK_M, BLOCK_N, Epilogue, kPerRow
     // second wave of a 256-row tile reads the second box.
     int sfa_offset = 0;
     auto load_sfa = [&](uint32_t st, float& r0, float& r1, int wave = 0) {
-      const float* sfa_stage = smem_sfa + st * (Traits::kSmemSFA / 4) + sfa_offset + wave * Traits::kSfaWaveStride;
+      const float* sfa_stage = smem_sfa + st * (Traits::kSmemSFA / 4) + sfa_offset + wave * Traits::kSfaWaveOffset;
       r0 = ptx::ld_shared_f32(sfa_stage);
       r1 = ptx::ld_shared_f32(sfa_stage + 8);
     };
