@@ -393,7 +393,7 @@ __global__ void __launch_bounds__(GemmTraits<BLOCK_M, BLOCK_N, Epilogue, kPerRow
     };
     // A scales of this thread's two rows in `stage` (read before the stage is released).
     // sfa_offset: this thread's first row in the stage's SFA slice (set per tile, below); the
-    // second wave of a 256-row tile reads the second box.
+    // second wave of a 256-row tile reads kSfaWaveOffset floats further.
     int sfa_offset = 0;
     auto load_sfa = [&](uint32_t st, float& r0, float& r1, int wave = 0) {
       const float* sfa_stage = smem_sfa + st * (Traits::kSmemSFA / 4) + sfa_offset + wave * Traits::kSfaWaveOffset;
