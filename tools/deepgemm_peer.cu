@@ -87,15 +87,7 @@
   X(8, 128, 4096, 7168, 64, 64, 13, 1, 1)     \
   X(9, 64, 2112, 7168, 64, 16, 16, 1, 1)
 
-#define CUDA_CHECK(expr)                                                                       \
-  do {                                                                                         \
-    cudaError_t err_ = (expr);                                                                 \
-    if (err_ != cudaSuccess) {                                                                 \
-      std::fprintf(stderr, "CUDA error %s at %s:%d: %s\n", cudaGetErrorName(err_), __FILE__,  \
-                   __LINE__, cudaGetErrorString(err_));                                        \
-      std::exit(2);                                                                            \
-    }                                                                                          \
-  } while (0)
+#include "cuda_check.h"
 
 namespace peer {
 

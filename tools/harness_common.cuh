@@ -19,17 +19,8 @@
 #include <thread>
 #include <vector>
 
+#include "cuda_check.h"
 #include "gemm/fp8_gemm.h"
-
-#define CUDA_CHECK(expr)                                                                      \
-  do {                                                                                        \
-    cudaError_t err_ = (expr);                                                                \
-    if (err_ != cudaSuccess) {                                                                \
-      std::fprintf(stderr, "CUDA error %s at %s:%d: %s\n", cudaGetErrorName(err_), __FILE__, \
-                   __LINE__, cudaGetErrorString(err_));                                       \
-      std::exit(2);                                                                           \
-    }                                                                                         \
-  } while (0)
 
 namespace {
 
