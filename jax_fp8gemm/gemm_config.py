@@ -42,32 +42,44 @@ def deferred_promotion(block_m: int, block_n: int) -> bool:
     return block_m <= 128 and 3 * block_n // 2 + 40 <= (232 if block_m == 128 else 240)
 
 
-def pick(m: int, n: int, k: int, out_dtype, num_sms: int) -> GemmConfig:
-    """The configuration for one static shape (K does not change the ranking: every K step costs
-    the same per tile; the output dtype only changes the epilogue)."""
-    del k
+def _offered(block_m: int, out_dtype) -> bool:
+    """256-row tiles serve bf16 output only: f32 leaves them 2 pipeline stages (is_compiled in
+    cuda/gemm/fp8_gemm.cu refuses them too)."""
+    return block_m != 256 or np.dtype(out_dtype) == np.dtype(jnp.bfloat16)
+
+
+def _cheapest(candidates, num_sms: int) -> GemmConfig:
+    """The wave-and-tile cost model shared by every picker. candidates: (block_m, block_n, tiles,
+    serial) with `tiles` the (estimated) output tiles and `serial` whether the tile runs the serial
+    promotion loop of a one-wave tile (measured 12-20% slower per tile; RESULTS.md). Per-tile time
+    ~ bm*bn MACs plus (bm+bn) operand rows loaded per K step (the load term is what makes small
+    tiles lose when M is large, and big ones lose when M is tiny); ties go to the larger tile."""
     best = None
-    for bm, bn in COMPILED_TILES:
-        if m <= 64 and bm > 64:
-            continue  # a second math warpgroup would only multiply zeros
-        if bm == 256 and np.dtype(out_dtype) != np.dtype(jnp.bfloat16):
-            continue  # f32 output leaves the 256-row tile 2 pipeline stages
-        tiles = cdiv(m, bm) * cdiv(n, bn)
-        waves = cdiv(tiles, num_sms)
-        # per-tile time ~ bm*bn MACs plus (bm+bn) operand rows loaded per K step (the load term
-        # is what makes small tiles lose when M is large, and big ones lose when M is tiny).
-        cost = waves * (bm * bn + 64 * (bm + bn))
-        if not deferred_promotion(bm, bn) and bm != 256:
-            # serial promotion of one-wave tiles: measured 12-20% slower per tile; the 256-row
-            # tile's lean two-wave loop is not (RESULTS.md)
-            cost *= 1.15
+    for bm, bn, tiles, serial in candidates:
+        cost = math.ceil(tiles / num_sms) * (bm * bn + 64 * (bm + bn)) * (1.15 if serial else 1.0)
         key = (cost, -bm * bn)
         if best is None or key < best[0]:
             best = (key, bm, bn)
     _, bm, bn = best
-    # Multicast (two CTAs on neighbouring M tiles sharing one B load) measured 3-8% slower than
-    # without on every shape on the H100 (benchmarks/RESULTS.md, 2026-11-22): off until it pays.
     return GemmConfig(block_m=bm, block_n=bn, num_stages=0, num_sms=int(num_sms), multicast=1)
+
+
+def pick(m: int, n: int, k: int, out_dtype, num_sms: int) -> GemmConfig:
+    """The configuration for one static shape (K does not change the ranking: every K step costs
+    the same per tile; the output dtype only changes the epilogue)."""
+    del k
+
+    def candidates():
+        for bm, bn in COMPILED_TILES:
+            if m <= 64 and bm > 64:
+                continue  # a second math warpgroup would only multiply zeros
+            if _offered(bm, out_dtype):
+                # the 256-row tile's lean two-wave loop is serial but not slower
+                yield bm, bn, cdiv(m, bm) * cdiv(n, bn), not deferred_promotion(bm, bn) and bm != 256
+
+    # Multicast (two CTAs on neighbouring tiles sharing one A or B load) measured no faster than
+    # without on the H100 (benchmarks/RESULTS.md, 2026-11-22): off until it pays.
+    return _cheapest(candidates(), num_sms)
 
 
 # (block_m, block_n) pairs compiled for the grouped kernels: kCompiledGroupedTiles in
@@ -89,22 +101,19 @@ def pick_grouped(m: int, n: int, k: int, g: int, num_sms: int, *, masked: bool =
     """
     del k
     g = max(int(g), 1)
-    best = None
-    for bm, bn in COMPILED_GROUPED_TILES:
-        if bm == 256 and np.dtype(out_dtype) != np.dtype(jnp.bfloat16):
-            continue  # f32 output leaves the 256-row tile 2 pipeline stages
-        if masked:
-            m_tiles = g * cdiv(m, bm)
-        else:
-            aligned = m % g == 0 and (m // g) % bm == 0
-            m_tiles = cdiv(m, bm) + (0 if aligned else min(g, m) / 2)
-        waves = math.ceil(m_tiles * cdiv(n, bn) / num_sms)
-        cost = waves * (bm * bn + 64 * (bm + bn))
-        key = (cost, -bm * bn)
-        if best is None or key < best[0]:
-            best = (key, bm, bn)
-    _, bm, bn = best
-    return GemmConfig(block_m=bm, block_n=bn, num_stages=0, num_sms=int(num_sms), multicast=1)
+
+    def candidates():
+        for bm, bn in COMPILED_GROUPED_TILES:
+            if not _offered(bm, out_dtype):
+                continue
+            if masked:
+                m_tiles = g * cdiv(m, bm)
+            else:
+                aligned = m % g == 0 and (m // g) % bm == 0
+                m_tiles = cdiv(m, bm) + (0 if aligned else min(g, m) / 2)
+            yield bm, bn, m_tiles * cdiv(n, bn), False
+
+    return _cheapest(candidates(), num_sms)
 
 
 # (block_m, block_n) pairs compiled for the weight-gradient kernels (dense and k-grouped, f32
@@ -124,19 +133,14 @@ def pick_wgrad(m: int, n: int, t: int, num_sms: int, *, g: int = 1,
     """
     del t
     g = max(int(g), 1)
-    best = None
-    for bm, bn in COMPILED_WGRAD_TILES:
-        if m <= 64 and bm > 64:
-            continue
-        if m > 64 and bm == 64:
-            continue  # one math warpgroup: only for small M
-        waves = cdiv(g * cdiv(m, bm) * cdiv(n, bn), num_sms)
-        cost = waves * (bm * bn + 64 * (bm + bn))
-        deferred = not k_grouped or (bm, bn) == (128, 112)
-        if not deferred:
-            cost *= 1.15
-        key = (cost, -bm * bn)
-        if best is None or key < best[0]:
-            best = (key, bm, bn)
-    _, bm, bn = best
-    return GemmConfig(block_m=bm, block_n=bn, num_stages=0, num_sms=int(num_sms), multicast=1)
+
+    def candidates():
+        for bm, bn in COMPILED_WGRAD_TILES:
+            if m <= 64 and bm > 64:
+                continue
+            if m > 64 and bm == 64:
+                continue  # one math warpgroup: only for small M
+            deferred = not k_grouped or (bm, bn) == (128, 112)
+            yield bm, bn, g * cdiv(m, bm) * cdiv(n, bn), not deferred
+
+    return _cheapest(candidates(), num_sms)
