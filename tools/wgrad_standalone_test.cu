@@ -167,6 +167,32 @@ std::string cfg_name(const GemmConfig& c) {
   return buf;
 }
 
+// Two runs of the same launch must give bitwise the same output [G][m][n]. On a mismatch, says how
+// many elements differ and where the first ones are (group, row, col, both values), to find races.
+void check_deterministic(const std::vector<float>& h, const std::vector<float>& h2, int m, int n, const char* what) {
+  if (std::memcmp(h.data(), h2.data(), h.size() * 4) == 0) return;
+  // Runs of differing columns per row: "g<group> r<row> c<first>-<last>".
+  size_t count = 0;
+  std::string runs;
+  int shown = 0;
+  const size_t per_group = static_cast<size_t>(m) * n;
+  for (size_t e = 0; e < h.size(); ++e) {
+    if (std::memcmp(&h[e], &h2[e], 4) == 0) continue;
+    ++count;
+    size_t last = e;
+    while (last + 1 < h.size() && (last + 1) % n != 0 && std::memcmp(&h[last + 1], &h2[last + 1], 4) != 0) ++last;
+    count += last - e;
+    if (shown++ < 24) {
+      char buf[120];
+      std::snprintf(buf, sizeof(buf), " g%zu r%zu c%zu-%zu", e / per_group, e % per_group / n, e % n, last % n);
+      runs += buf;
+    }
+    e = last;
+  }
+  std::printf("  %-64s FAIL not deterministic: %zu elements differ, %d runs:%s\n", what, count, shown, runs.c_str());
+  ++g_failures;
+}
+
 // ------------------------------------------------------------------------------------------------
 // Dense
 // ------------------------------------------------------------------------------------------------
@@ -200,10 +226,7 @@ void test_dense(int m, int n, int t, bool full) {
     std::snprintf(what, sizeof(what), "dense M=%d N=%d T=%d %s %s", m, n, t, cfg_name(cfg).c_str(),
                   full ? "full" : "sampled");
     c.finish(what);
-    if (std::memcmp(h.data(), h2.data(), d_elems * 4) != 0) {
-      std::printf("  %-64s FAIL not deterministic\n", what);
-      ++g_failures;
-    }
+    check_deterministic(h, h2, m, n, what);
   }
   cudaFree(d);
   cudaFree(d2);
@@ -274,10 +297,7 @@ void test_grouped(int m, int n, int t, const std::vector<int>& sizes, bool full)
       std::printf("  %-64s FAIL %lld non-zero elements in empty groups\n", what, nonzero_empty);
       ++g_failures;
     }
-    if (std::memcmp(h.data(), h2.data(), d_elems * 4) != 0) {
-      std::printf("  %-64s FAIL not deterministic\n", what);
-      ++g_failures;
-    }
+    check_deterministic(h, h2, m, n, what);
   }
   cudaFree(d);
   cudaFree(d2);

@@ -13,7 +13,6 @@
 #include "gemm/fp8_gemm_grouped.cuh"
 #include "gemm/fp8_gemm_kernel.cuh"
 #include "gemm/fp8_gemm_wgrad.cuh"
-#include "gemm/zero_rows.h"
 
 // Defined (explicitly instantiated) in fp8_gemm_inst_*.cu.
 FP8GEMM_COMPILED_TILES(FP8GEMM_EXTERN_TILE)
@@ -414,10 +413,10 @@ bool is_compiled_grouped(const GemmConfig& cfg, OutDtype out) {
   return find_grouped_entry(cfg.block_m, cfg.block_n, out) >= 0;
 }
 
-// Grouped GEMM: zero the rows no tile writes (zero_rows.cu), then the persistent kernel with the
-// GroupedScheduler, which derives the tile list from the device-side group sizes. The host knows
-// only an upper bound of the number of tiles (to cap the grid): per group at most one partial
-// M-tile more than its rows need.
+// Grouped GEMM: the persistent kernel with the GroupedScheduler, which derives the tile list from
+// the device-side group sizes (the producer's idle warps zero the rows no tile writes). The host
+// knows only an upper bound of the number of tiles (to cap the grid): per group at most one
+// partial M-tile more than its rows need.
 cudaError_t launch_fp8_grouped_gemm(const GroupedGemmProblem& p, const GemmConfig& cfg, cudaStream_t stream) {
   if (!is_compiled_grouped(cfg, p.out_dtype)) return cudaErrorInvalidValue;
   if (p.m < 0 || p.n < 0 || p.k <= 0 || p.num_groups < 0) return cudaErrorInvalidValue;
@@ -453,15 +452,9 @@ cudaError_t launch_fp8_grouped_gemm(const GroupedGemmProblem& p, const GemmConfi
   const long long max_tiles = max_m_tiles * num_n_blocks;
   if (max_tiles > INT_MAX / 2) return cudaErrorInvalidValue;
 
-  // Zeroing of the rows no tile writes (launched below, right before the GEMM).
-  const int zero_blocks = 4 * s.device_sms;
+  // No group: no tile, D is all zero (contiguous; masked with G = 0 has no rows).
   const long long row_bytes = static_cast<long long>(p.n) * out_bytes;
-  auto launch_zero = [&]() {
-    return p.masked ? launch_zero_rows_masked(p.d, p.num_groups, p.m, row_bytes, p.group_sizes, zero_blocks, stream)
-                    : launch_zero_rows_contiguous(p.d, p.m, row_bytes, p.group_sizes, p.num_groups, zero_blocks,
-                                                  stream);
-  };
-  if (max_tiles == 0 || p.num_groups == 0) return launch_zero();  // no tile at all: D is all zero
+  if (p.num_groups == 0) return cudaMemsetAsync(p.d, 0, static_cast<size_t>(total_rows * row_bytes), stream);
 
   err = ensure_smem_attribute(g_grouped_smem_attribute_set[entry_idx][s.dev], e.fn, s.smem_limit);
   if (err != cudaSuccess) return err;
@@ -488,18 +481,9 @@ cudaError_t launch_fp8_grouped_gemm(const GroupedGemmProblem& p, const GemmConfi
   epi.d = p.d;
   epi.ld = p.n;
 
-  // 1. The zero kernel: ordinary stream order after the previous work.
-  err = launch_zero();
-  if (err != cudaSuccess) return err;
-
-  // 2. The GEMM, with programmatic dependent launch: its CTAs may start (barrier init, descriptor
-  // prefetch) while the zero kernel runs; the kernel's griddep_wait() orders everything after it.
-  cudaLaunchAttribute pdl;
-  pdl.id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  pdl.val.programmaticStreamSerializationAllowed = 1;
   return launch_kernel(e, grid, s, maps,
                        make_kernel_args(p.sfb, p.n, num_k_blocks, s.num_stages, sfb_staged_floats), sched, epi,
-                       &pdl, stream);
+                       /*attr=*/nullptr, stream);
 }
 
 // ------------------------------------------------------------------------------------------------

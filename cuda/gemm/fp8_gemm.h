@@ -57,7 +57,9 @@ struct GemmConfig {
 //      so 176 or 208 are impossible, 192 would be the next candidate.)
 //   block_m = 64 (one math warpgroup: decode / small M, memory-bound on B):
 //     32, 64  many N-tiles so that enough SMs stream B when M <= 64 (N=2112 -> 66 / 33 tiles,
-//             N=4096 -> 128 / 64 tiles per M-block);
+//             N=4096 -> 128 / 64 tiles per M-block). (16 was measured: no faster at 64x2112x7168,
+//             where 132 tiles fill the SMs, and slower elsewhere: the math loop's per-k-block
+//             latency, not the streaming of B, bounds these shapes.)
 //     128     M in (64, 128]: 2 M-blocks x N/128, with multicast=2 sharing each B tile load.
 // Shared memory (max_stages, bf16 / f32 out): 128x112 6/5, 128x128 5/5, 128x144 5/4, 128x160 5/4,
 // 256x128 3/2, 64x32 18/17, 64x64 13/12, 64x128 8/8.
@@ -102,9 +104,9 @@ cudaError_t launch_fp8_gemm(const GemmProblem& p, const GemmConfig& cfg, cudaStr
 //       group_sizes[g] clamped to [0, Mmax]; D rows >= masked_m[g] of group g are zero.
 //       SFA MN-major [cdiv(K,128)][sfa_ld], sfa_ld >= G*Mmax, multiple of 4.
 //
-// A launch is two kernels on `stream`: a small one that zeroes the D rows no GEMM tile writes
-// (reading the sizes on the device), then the persistent GEMM (programmatic dependent launch: its
-// prologue overlaps the first kernel). Rows written by the two are disjoint.
+// A launch is one kernel on `stream`: the persistent GEMM, whose producer warpgroup's idle warps
+// also zero the D rows no tile writes (reading the sizes on the device; the rows are disjoint from
+// the tiles').
 // ------------------------------------------------------------------------------------------------
 struct GroupedGemmProblem {
   const void* a;           // e4m3, see above; K % 16 == 0

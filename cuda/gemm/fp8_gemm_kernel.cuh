@@ -223,6 +223,13 @@ struct HasTileKRange : std::false_type {};
 template <class Scheduler>
 struct HasTileKRange<Scheduler, std::void_t<decltype(Scheduler::kTileKRange)>>
     : std::integral_constant<bool, Scheduler::kTileKRange> {};
+// Whether the scheduler leaves rows of D to zero (grouped layouts): the producer warpgroup's idle
+// warps call Scheduler::zero_unwritten_rows.
+template <class Scheduler, class = void>
+struct ZeroesUnwrittenRows : std::false_type {};
+template <class Scheduler>
+struct ZeroesUnwrittenRows<Scheduler, std::void_t<decltype(Scheduler::kZeroesUnwrittenRows)>>
+    : std::integral_constant<bool, Scheduler::kZeroesUnwrittenRows> {};
 
 }  // namespace detail
 
@@ -348,6 +355,14 @@ __global__ void __launch_bounds__(GemmTraits<BLOCK_M, BLOCK_N, Epilogue, kPerRow
           if (++stage == static_cast<uint32_t>(num_stages)) stage = 0, phase ^= 1;
         }
       }
+    } else if constexpr (detail::ZeroesUnwrittenRows<Scheduler>::value) {
+      // Warps 1-3 have no loads to issue: they zero the rows of D that no tile writes, while the
+      // tiles run (disjoint rows: no ordering needed with the epilogue's stores).
+      static_assert(Epilogue::kMasksRows, "the zeroing needs D's pointer (RowMaskEpilogueParams)");
+      if (warp_idx > 0)
+        Scheduler::zero_unwritten_rows(sched_params, epi_params.d,
+                                       static_cast<long long>(epi_params.ld) * Epilogue::kElemBytes,
+                                       static_cast<int>(warp_idx) - 1, kNumProducerThreads / 32 - 1);
     }
   } else {
     // ================================ WGMMA math warpgroups ================================
@@ -424,14 +439,20 @@ __global__ void __launch_bounds__(GemmTraits<BLOCK_M, BLOCK_N, Epilogue, kPerRow
       if (++st == static_cast<uint32_t>(num_stages)) st = 0, ph ^= 1;
     };
     // kPerRowScaleB: promote from `st` with per-column B scales read from its SFB slice, THEN
-    // release it (the scales are read during the promotion). __syncwarp: every lane's shared-memory
-    // reads are done before lane 0 (1) arrives for the warp.
+    // release it (the scales are read during the promotion). The fence and __syncwarp: every
+    // lane's shared-memory reads are done before lane 0 (1) arrives for the warp.
     const uint32_t sfb_thread_offset = (2u * (lane % 4u)) * 4u;  // bytes: column 2*(lane%4) of chunk 0
     auto promote_per_column_and_release = [&](float (&o)[kNumAcc], const float (&a)[kNumAcc], float sfa0,
                                               float sfa1, uint32_t st, bool do_math) {
       if (do_math)
         detail::promote_per_column(o, a, sfa0, sfa1,
                                    ptx::smem_u32(smem_sfb + st * (Traits::kSmemSFB / 4)) + sfb_thread_offset);
+      // The stage's next contents arrive by TMA (the async proxy) once every warp has released it:
+      // the warp's shared-memory loads of the scales must be complete first. The arrive alone does
+      // not wait for loads still in flight (their results are consumed after it); without this
+      // fence the k-grouped 128x112 wgrad read a freshly overwritten scale now and then (one warp,
+      // one 8-column chunk: RESULTS.md, session 10). Measured free (wgrad harness).
+      ptx::fence_proxy_async_shared();
       __syncwarp();
       release(st);
     };

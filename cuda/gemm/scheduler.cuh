@@ -45,6 +45,22 @@ struct TileInfo {
   int kb_end;      // kTileKRange (k-grouped); may be empty (the tile's output is then zero)
 };
 
+// Block coordinates of tile `index` of a num_banded x num_other grid walked band by band, `band`
+// blocks of the banded axis per band, the banded axis fastest inside a band (the order is explained
+// at DenseScheduler, which also splits odd bands for CTA pairs). The grouped schedulers use it
+// inside a group.
+struct BandedPosition {
+  int banded, other;
+};
+__device__ __forceinline__ BandedPosition banded_position(int index, int band, int num_banded, int num_other) {
+  const int tiles_per_band = band * num_other;
+  const int b = index / tiles_per_band;
+  const int first = b * band;
+  const int in_band = index - b * tiles_per_band;
+  const int rows = min(band, num_banded - first);
+  return {first + in_band % rows, in_band / rows};
+}
+
 // Dense GEMM: tiles of BLOCK_M x BLOCK_N over [M, N], walked in an L2-friendly order.
 //
 // Order: the blocks of the "banded" axis (M by default, N with `band_on_n`) are cut into bands of
@@ -196,6 +212,41 @@ struct GroupedScheduler {
 
   __device__ __forceinline__ int load_size(int g) const { return g < p.num_groups ? __ldg(p.sizes + g) : 0; }
 
+  // The rows of D that no tile writes, set to zero by the kernel's otherwise idle producer warps
+  // (kZeroesUnwrittenRows), so no separate kernel runs before the GEMM: contiguous, rows
+  // [min(sum of sizes, M), M); masked, rows [rows_g, Mmax) of every group g. Called by whole warps
+  // (`warp` of `num_warps` per CTA); the work is spread over every CTA's warps in 16-byte stores
+  // (row_bytes % 16 == 0). The sizes are read 32 at a time (one per lane) and broadcast.
+  static constexpr bool kZeroesUnwrittenRows = true;
+  __device__ static void zero_unwritten_rows(const Params& p, void* d, long long row_bytes, int warp, int num_warps) {
+    const int lane = static_cast<int>(threadIdx.x % 32);
+    const long long row_chunks = row_bytes / 16;
+    const long long first = (static_cast<long long>(blockIdx.x) * num_warps + warp) * 32 + lane;
+    const long long step = static_cast<long long>(gridDim.x) * num_warps * 32;
+    uint4* const out = static_cast<uint4*>(d);
+    auto zero = [&](long long begin_row, long long end_row) {  // rows [begin_row, end_row) of D
+      for (long long i = begin_row * row_chunks + first; i < end_row * row_chunks; i += step)
+        out[i] = make_uint4(0u, 0u, 0u, 0u);
+    };
+    if (p.masked) {
+      for (int g0 = 0; g0 < p.num_groups; g0 += 32) {
+        const int mine = g0 + lane < p.num_groups ? __ldg(p.sizes + g0 + lane) : 0;
+        const int count = min(32, p.num_groups - g0);
+        for (int j = 0; j < count; ++j) {
+          const int rows = min(max(__shfl_sync(0xffffffffu, mine, j), 0), p.m);
+          const long long group_row = static_cast<long long>(g0 + j) * p.m;
+          zero(group_row + rows, group_row + p.m);
+        }
+      }
+    } else {
+      long long total = 0;  // in 64 bits: int32 sizes may sum past 2^31
+      for (int g = lane; g < p.num_groups; g += 32) total += max(__ldg(p.sizes + g), 0);
+#pragma unroll
+      for (int offset = 16; offset > 0; offset /= 2) total += __shfl_xor_sync(0xffffffffu, total, offset);
+      zero(min(total, static_cast<long long>(p.m)), p.m);
+    }
+  }
+
   // Makes group g (starting at `row`, stored size `raw_size`) current.
   __device__ __forceinline__ void enter(int g, int row, int raw_size) {
     group = g;
@@ -225,16 +276,9 @@ struct GroupedScheduler {
     }
     next_tile += stride;
 
-    const int in_group = tile - group_first_tile;
-    const int band_m = p.band;
-    const int tiles_per_band = band_m * num_n_blocks;
-    const int band = in_group / tiles_per_band;
-    const int first_m = band * band_m;
-    const int in_band = in_group - band * tiles_per_band;
-    const int rows = min(band_m, group_m_blocks - first_m);
-
-    t.m_block = first_m + in_band % rows;
-    t.n_block = in_band / rows;
+    const BandedPosition pos = banded_position(tile - group_first_tile, p.band, group_m_blocks, num_n_blocks);
+    t.m_block = pos.banded;
+    t.n_block = pos.other;
     t.group = group;
     t.row_start = group_row + t.m_block * BLOCK_M;
     t.row_end = group_row + group_rows;
@@ -319,16 +363,9 @@ struct KGroupedWgradScheduler {
       group_blocks = blocks_of(group);
     }
 
-    const int in_group = tile - g * tiles_per_group;
-    const int band_m = p.band;
-    const int tiles_per_band = band_m * num_n_blocks;
-    const int band = in_group / tiles_per_band;
-    const int first_m = band * band_m;
-    const int in_band = in_group - band * tiles_per_band;
-    const int rows = min(band_m, num_m_blocks - first_m);
-
-    t.m_block = first_m + in_band % rows;
-    t.n_block = in_band / rows;
+    const BandedPosition pos = banded_position(tile - g * tiles_per_group, p.band, num_m_blocks, num_n_blocks);
+    t.m_block = pos.banded;
+    t.n_block = pos.other;
     t.group = g;
     t.a_row = t.m_block * BLOCK_M;
     t.row_start = g * p.m + t.a_row;
