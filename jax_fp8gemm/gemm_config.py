@@ -128,8 +128,8 @@ def pick_wgrad(m: int, n: int, t: int, num_sms: int, *, g: int = 1,
 
     Same wave-and-tile cost model as `pick` over the wgrad tiles (every group has the same output
     tile grid; the tokens only scale the work per tile). The dense kernel runs the deferred
-    promotion loop on every tile; the k-grouped one only on 128x112 (128x128 and 64x128 take the
-    serial loop there: GemmTraits::kExtraRegisters), charged as in `pick`.
+    promotion loop on every tile; the k-grouped one on the 128-row tiles (64x128 takes the serial
+    loop there: GemmTraits::kExtraRegisters), charged as in `pick`.
     """
     del t
     g = max(int(g), 1)
@@ -140,7 +140,7 @@ def pick_wgrad(m: int, n: int, t: int, num_sms: int, *, g: int = 1,
                 continue
             if m > 64 and bm == 64:
                 continue  # one math warpgroup: only for small M
-            deferred = not k_grouped or (bm, bn) == (128, 112)
+            deferred = not k_grouped or bm == 128
             yield bm, bn, g * cdiv(m, bm) * cdiv(n, bn), not deferred
 
     return _cheapest(candidates(), num_sms)
