@@ -33,8 +33,9 @@ constexpr int kRowsPerMathWarpgroup = 64;
 
 // Output through shared memory and TMA stores, bf16 (stmatrix) or f32 (st.shared.v2).
 //
-// Shared-memory layout: the BLOCK_M x BLOCK_N tile is cut into column "atoms" of kAtomBytes bytes
-// (128, 64 or 32: the widest that divides a tile row). Atom a is a dense [BLOCK_M][kAtomBytes]
+// Shared-memory layout: the kStagedRows x BLOCK_N staged tile (all BLOCK_M rows, or one 128-row
+// wave: see kStagedRows) is cut into column "atoms" of kAtomBytes bytes (128, 64 or 32: the widest
+// that divides a tile row). Atom a is a dense [kStagedRows][kAtomBytes]
 // array with the TMA swizzle of the same span applied, so that one TMA store per atom and per
 // warpgroup (box = kAtomCols x 64 rows) writes it out, and so that the 8 rows written by one
 // stmatrix / st.shared phase land in 8 different 16-byte bank groups (no bank conflicts).
@@ -69,7 +70,14 @@ struct TmaStoreEpilogue {
   static constexpr int kAtomCols = kAtomBytes / kElemBytes;  // columns per atom = TMA box width
   static constexpr int kNumAtoms = kRowBytes / kAtomBytes;   // TMA stores per warpgroup and tile
   static constexpr int kBoxRows = kRowsPerMathWarpgroup;     // TMA box height
-  static constexpr int kSmemBytes = ((BLOCK_M * kRowBytes + 1023) / 1024) * 1024;
+  // Rows of the shared-memory staging buffer. f32 256-row tiles stage one 128-row wave at a time
+  // (all 256 rows, 128 KB, would leave the pipeline one stage): slice s lives in rows of slice
+  // s % kStagedSlices, and a warpgroup's second-wave store() waits in step 1 until the TMA store of
+  // its first wave has read them.
+  static constexpr int kStagedRows = (kElemBytes == 4 && BLOCK_M > 128) ? 128 : BLOCK_M;
+  static constexpr int kStagedSlices = kStagedRows / kBoxRows;
+  static constexpr int kAtomStride = kStagedRows * kAtomBytes;  // bytes from one atom to the next
+  static constexpr int kSmemBytes = ((kStagedRows * kRowBytes + 1023) / 1024) * 1024;
   static constexpr int kNumAcc = BLOCK_N / 2;  // accumulator floats per thread (64 x BLOCK_N / 128)
   static constexpr bool kMasksRows = kMaskRows;
 
@@ -87,7 +95,8 @@ struct TmaStoreEpilogue {
     const uint32_t lane = static_cast<uint32_t>(tid_in_wg) % 32;
     const uint32_t barrier_id = 1 + static_cast<uint32_t>(wg);
     // This 64-row slice of every atom starts at atom_base + slice_offset.
-    const uint32_t slice_base = ptx::smem_u32(smem_d) + static_cast<uint32_t>(slice) * kBoxRows * kAtomBytes;
+    const uint32_t slice_offset = static_cast<uint32_t>(slice % kStagedSlices) * kBoxRows * kAtomBytes;
+    const uint32_t slice_base = ptx::smem_u32(smem_d) + slice_offset;
 
     // 1. The previous tile's TMA stores must have finished reading shared memory before we
     //    overwrite it (only the issuing thread can wait on its bulk groups; the barrier publishes it).
@@ -107,7 +116,7 @@ struct TmaStoreEpilogue {
         constexpr int kPairBytes = 32;  // 16 bf16 columns
         const uint32_t atom = (p * kPairBytes) / kAtomBytes;
         const uint32_t col = (p * kPairBytes) % kAtomBytes;  // multiple of 32: bit 4 is free for lane_xor
-        const uint32_t addr = row_addr + atom * (BLOCK_M * kAtomBytes) + (col ^ lane_xor);
+        const uint32_t addr = row_addr + atom * kAtomStride + (col ^ lane_xor);
         ptx::stmatrix_x4(addr, ptx::pack_bf16x2(acc[8 * p + 0], acc[8 * p + 1]),
                          ptx::pack_bf16x2(acc[8 * p + 2], acc[8 * p + 3]),
                          ptx::pack_bf16x2(acc[8 * p + 4], acc[8 * p + 5]),
@@ -124,7 +133,7 @@ struct TmaStoreEpilogue {
         constexpr int kChunkBytes = 32;  // 8 f32 columns
         const uint32_t atom = (i * kChunkBytes) / kAtomBytes;
         const uint32_t col = (i * kChunkBytes) % kAtomBytes;  // multiple of 32: bits 3-4 free for lane_xor
-        const uint32_t addr = row_addr + atom * (BLOCK_M * kAtomBytes) + (col ^ lane_xor);
+        const uint32_t addr = row_addr + atom * kAtomStride + (col ^ lane_xor);
         ptx::st_shared_v2_f32(addr, acc[4 * i + 0], acc[4 * i + 1]);
         ptx::st_shared_v2_f32(addr + 8 * kAtomBytes, acc[4 * i + 2], acc[4 * i + 3]);
       }
@@ -154,9 +163,8 @@ struct TmaStoreEpilogue {
       for (int a = 0; a < kNumAtoms; ++a) {
         const int col = tile.col_start + a * kAtomCols;
         if (col < tile.col_end)  // atoms entirely right of N: nothing to write
-          ptx::tma_store_2d(tmap_d, reinterpret_cast<const void*>(smem_d + a * (BLOCK_M * kAtomBytes) +
-                                                                  slice * kBoxRows * kAtomBytes),
-                            col, row);
+          ptx::tma_store_2d(tmap_d, reinterpret_cast<const void*>(smem_d + a * kAtomStride + slice_offset), col,
+                            row);
       }
       ptx::bulk_commit_group();
     }
@@ -185,7 +193,7 @@ struct TmaStoreEpilogue {
       if (row < valid_rows && col < col_end) {
         const uint32_t atom = static_cast<uint32_t>(chunk / kChunksPerAtomRow);
         const uint32_t byte_in_atom_row = static_cast<uint32_t>(chunk % kChunksPerAtomRow) * 16;
-        const uint32_t addr = slice_base + atom * (BLOCK_M * kAtomBytes) + static_cast<uint32_t>(row) * kAtomBytes +
+        const uint32_t addr = slice_base + atom * kAtomStride + static_cast<uint32_t>(row) * kAtomBytes +
                               (byte_in_atom_row ^ swizzle_xor(static_cast<uint32_t>(row)));
         const uint4 v = ptx::ld_shared_v4_u32(addr);
         const size_t offset = (static_cast<size_t>(slice_row0 + row) * static_cast<size_t>(params.ld) +

@@ -325,8 +325,9 @@ cudaError_t launch_kernel(const KernelEntry& e, int grid, const LaunchSetup& s, 
 
 }  // namespace
 
-// 256-row tiles serve bf16 output only: with f32 the epilogue's 128 KB leave room for 2 stages at
-// most, and none next to the staged B scales of a long K (the kernels exist, they are not offered).
+// 256-row forward tiles serve bf16 output only. Their f32 kernels exist (with the epilogue staging
+// one 128-row wave at a time they get 3 stages, as the f32 256-row wgrad tile does) but have not
+// been measured against 128-row f32 tiles, so they are not offered.
 bool offered(const GemmConfig& cfg, OutDtype out) { return !(cfg.block_m == 256 && out == OutDtype::kF32); }
 
 bool is_compiled(const GemmConfig& cfg, OutDtype out) {

@@ -52,7 +52,7 @@ struct GemmConfig {
 //     160  straddles; N=7168 -> 45 N-blocks (M=4096: 1440 tiles = 10.9 waves).
 //   block_m = 256 (two math warpgroups, two 64-row waves each, serial promotion), block_n = 128:
 //          half the B traffic per FLOP of 128x128 (L2 -> SM bandwidth is what 128-row tiles run
-//          into on the H100); bf16 output (f32 leaves room for only 2 stages).
+//          into on the H100); bf16 output (f32: compiled, not offered until measured).
 //     (A tile may touch at most two 128-wide B-scale blocks: BLOCK_N <= 128 + gcd(BLOCK_N, 128);
 //      so 176 or 208 are impossible, 192 would be the next candidate.)
 //   block_m = 64 (one math warpgroup: decode / small M, memory-bound on B):
@@ -187,12 +187,15 @@ struct GroupedWgradGemmProblem {
 };
 
 // Tiles compiled for the wgrad kernels (dense and k-grouped each, f32 output; multicast must be 1):
-//   128x128  throughput tile (dense: deferred promotion; k-grouped: the serial loop, see
+//   256x128  two 64-row waves per math warpgroup (serial promotion), as the forward 256x128: half
+//            the B traffic per FLOP of 128x128; D is staged one 128-row wave at a time (64 KB).
+//   128x128  deferred promotion (k-grouped: with a 28-byte spill per tile, see
 //            GemmTraits::kExtraRegisters). M = N = 7168: 56 x 56 tiles.
 //   128x112  N = 7168 -> 64 N-blocks, deferred promotion in both variants (3 * 56 + 40 registers).
-//   64x128   small M (one math warpgroup).
-// Shared memory per stage adds BLOCK_N * 4 bytes of SFB; f32 staging of D takes BLOCK_M * BLOCK_N * 4.
-inline constexpr CompiledTile kCompiledWgradTiles[] = {{128, 128}, {128, 112}, {64, 128}};
+//   64x128   small M (one math warpgroup; k-grouped: the serial loop).
+// Shared memory per stage adds BLOCK_N * 4 bytes of SFB; f32 staging of D takes
+// min(BLOCK_M, 128) * BLOCK_N * 4.
+inline constexpr CompiledTile kCompiledWgradTiles[] = {{256, 128}, {128, 128}, {128, 112}, {64, 128}};
 inline constexpr int kNumCompiledWgradTiles =
     static_cast<int>(sizeof(kCompiledWgradTiles) / sizeof(kCompiledWgradTiles[0]));
 

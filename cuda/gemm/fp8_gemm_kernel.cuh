@@ -625,10 +625,11 @@ __global__ void __launch_bounds__(GemmTraits<BLOCK_M, BLOCK_N, Epilogue, kPerRow
         }
       } else if constexpr (kNumWaves > 1) {
         // Two waves, serial promotion: per k-block, wave 0's wgmmas, wait, promote into `out`,
-        // then wave 1's into `out1`; the stage is released once wave 1's wgmmas are done. The two
-        // math warpgroups' promotions overlap each other's wgmmas. Rows past M are computed from
-        // TMA zeros (the epilogue does not store them). Dense tiles only, BLOCK_N = 128.
-        static_assert(!kPerRowScaleB && !Traits::kMayStraddle && BLOCK_N == 128, "256-row tiles are dense, 128 wide");
+        // then wave 1's into `out1`; the stage is released once wave 1's wgmmas are done (with
+        // per-column B scales, once wave 1's promotion has read them). The two math warpgroups'
+        // promotions overlap each other's wgmmas. Rows past M are computed from TMA zeros (the
+        // epilogue does not store them). BLOCK_N = 128: one B-scale block per tile.
+        static_assert(!Traits::kMayStraddle && BLOCK_N == 128, "256-row tiles are 128 wide");
 #pragma unroll 2
         for (int kb = 0; kb < tile_k_blocks; ++kb) {
           float sfb, unused;
@@ -641,8 +642,16 @@ __global__ void __launch_bounds__(GemmTraits<BLOCK_M, BLOCK_N, Epilogue, kPerRow
             issue(acc, stage, wave * (128 * kBlockK / 16));
             ptx::wgmma_wait<0>();
             ptx::fence_operands(acc);
-            if (wave == kNumWaves - 1) release(stage);
-            detail::promote<kNumAcc / 4>(wave == 0 ? out : out1, acc, sfa0 * sfb, sfa1 * sfb, 0.f, 0.f);
+            if constexpr (kPerRowScaleB) {
+              if (wave == kNumWaves - 1)
+                promote_per_column_and_release(out1, acc, sfa0, sfa1, stage, true);
+              else
+                detail::promote_per_column(out, acc, sfa0, sfa1,
+                                           ptx::smem_u32(smem_sfb + stage * (Traits::kSmemSFB / 4)) + sfb_thread_offset);
+            } else {
+              if (wave == kNumWaves - 1) release(stage);
+              detail::promote<kNumAcc / 4>(wave == 0 ? out : out1, acc, sfa0 * sfb, sfa1 * sfb, 0.f, 0.f);
+            }
           }
           advance(stage, phase);
         }
