@@ -1,0 +1,74 @@
+"""The configuration pickers (gemm_config.py): they only hand out tiles the extension compiles,
+respect the kernels' rules (256-row tiles bf16 only, 64-row tiles for small M), and their tile
+lists mirror the C++ registries."""
+
+import itertools
+import pathlib
+import re
+
+import jax.numpy as jnp
+import pytest
+
+from jax_fp8gemm import gemm_config as gc
+
+HEADER = pathlib.Path(__file__).resolve().parents[1] / "cuda" / "gemm" / "fp8_gemm.h"
+
+SHAPES_M = (1, 64, 65, 128, 129, 1000, 4096, 8192)
+SHAPES_N = (16, 136, 2112, 4096, 7168, 24576)
+SMS = (132, 114, 78)
+DTYPES = (jnp.bfloat16, jnp.float32)
+
+
+def cpp_tiles(name: str) -> set[tuple[int, int]]:
+    """The (block_m, block_n) pairs of `inline constexpr CompiledTile name[] = {...};`."""
+    text = HEADER.read_text()
+    body = re.search(rf"{name}\[\]\s*=\s*\{{(.*?)\}};", text, re.S)
+    assert body, f"{name} not found in {HEADER}"
+    return {(int(m), int(n)) for m, n in re.findall(r"\{\s*(\d+)\s*,\s*(\d+)\s*\}", body.group(1))}
+
+
+@pytest.mark.parametrize("python, cpp", [(gc.COMPILED_TILES, "kCompiledTiles"),
+                                         (gc.COMPILED_GROUPED_TILES, "kCompiledGroupedTiles"),
+                                         (gc.COMPILED_WGRAD_TILES, "kCompiledWgradTiles")])
+def test_tile_lists_mirror_the_cpp_registries(python, cpp):
+    assert set(python) == cpp_tiles(cpp)
+
+
+@pytest.mark.parametrize("out_dtype", DTYPES)
+def test_pick_dense(out_dtype):
+    for m, n, sms in itertools.product(SHAPES_M, SHAPES_N, SMS):
+        c = gc.pick(m, n, 7168, out_dtype, sms)
+        assert (c.block_m, c.block_n) in gc.COMPILED_TILES
+        assert (c.num_sms, c.multicast, c.num_stages) == (sms, 1, 0)
+        if out_dtype == jnp.float32:
+            assert c.block_m != 256, (m, n, sms)  # not offered for f32
+        if m <= 64:
+            assert c.block_m == 64, (m, n, sms)  # a second math warpgroup would multiply zeros
+
+
+@pytest.mark.parametrize("out_dtype", DTYPES)
+@pytest.mark.parametrize("masked", [False, True])
+def test_pick_grouped(out_dtype, masked):
+    for m, n, g, sms in itertools.product(SHAPES_M, SHAPES_N, (1, 8, 256), SMS):
+        c = gc.pick_grouped(m, n, 7168, g, sms, masked=masked, out_dtype=out_dtype)
+        assert (c.block_m, c.block_n) in gc.COMPILED_GROUPED_TILES
+        assert c.multicast == 1
+        if out_dtype == jnp.float32:
+            assert c.block_m != 256, (m, n, g, sms)
+
+
+@pytest.mark.parametrize("k_grouped", [False, True])
+def test_pick_wgrad(k_grouped):
+    for m, n, g, sms in itertools.product(SHAPES_M, SHAPES_N, (1, 8), SMS):
+        c = gc.pick_wgrad(m, n, 8192, sms, g=g, k_grouped=k_grouped)
+        assert (c.block_m, c.block_n) in gc.COMPILED_WGRAD_TILES
+        assert c.multicast == 1
+        assert (c.block_m == 64) == (m <= 64), (m, n, g, sms)  # one math warpgroup only for small M
+
+
+def test_large_shapes_take_the_256_row_tiles():
+    """Measured fastest where the wave count allows (RESULTS.md, sessions 9 and 10)."""
+    assert gc.pick(4096, 7168, 16384, jnp.bfloat16, 132).block_m == 256
+    assert gc.pick_grouped(32768, 4096, 7168, 8, 132).block_m == 256
+    assert gc.pick_wgrad(7168, 7168, 8192, 132).block_m == 256
+    assert gc.pick_wgrad(4096, 7168, 32768, 132, g=8, k_grouped=True).block_m == 256
