@@ -118,9 +118,13 @@ struct GemmTraits {
   static constexpr int kSfaWaveOffset = kSplitSfa ? kSfaWaveStride : 128;
   static constexpr int kSmemSFA = kSfaLoads * kSfaWaveStride * 4;
   // SFB slice (kPerRowScaleB only): BLOCK_N floats from col_start, which is a multiple of BLOCK_N
-  // (so of 16): 16-byte aligned without the SFA-style pad.
+  // (so of 16): 16-byte aligned without the SFA-style pad. Each stage has two slots, used on
+  // alternate passes over the ring (slot = the ring phase): the math warps release a stage as
+  // soon as its wgmmas are done and still read its per-column scales while promoting, because the
+  // next TMA into the stage fills the other slot.
   static constexpr int kSfbBoxCols = kPerRowScaleB ? BLOCK_N : 0;
-  static constexpr int kSmemSFB = ((kSfbBoxCols * 4 + 127) / 128) * 128;
+  static constexpr int kSfbSlotFloats = ((kSfbBoxCols * 4 + 127) / 128) * 32;
+  static constexpr int kSmemSFB = 2 * kSfbSlotFloats * 4;
   static constexpr int kSmemD = Epilogue::kSmemBytes;
   static constexpr int kSmemBarriers = 2 * 8;  // full + empty mbarrier per stage
   static constexpr int kSmemPerStage = kSmemAB + kSmemSFA + kSmemSFB + kSmemBarriers;
@@ -338,7 +342,7 @@ __global__ void __launch_bounds__(GemmTraits<BLOCK_M, BLOCK_N, Epilogue, kPerRow
                                          (tile.a_row & ~3) + w * 128, kb, kBothCtas);
           }
           if constexpr (kPerRowScaleB)  // each CTA loads its own slice (also with B multicast)
-            ptx::tma_load_2d(&tmap_sfb, bar, smem_sfb + stage * (Traits::kSmemSFB / 4), tile.col_start, kb);
+            ptx::tma_load_2d(&tmap_sfb, bar, smem_sfb + (2 * stage + phase) * Traits::kSfbSlotFloats, tile.col_start, kb);
           if (!tile.multicast_b) {
             ptx::tma_load_2d(&tmap_b, bar, smem_b_stage, kb * kBlockK, tile.b_row);
           } else if (cta_rank == 0) {
@@ -439,20 +443,20 @@ __global__ void __launch_bounds__(GemmTraits<BLOCK_M, BLOCK_N, Epilogue, kPerRow
     auto advance = [&](uint32_t& st, uint32_t& ph) {
       if (++st == static_cast<uint32_t>(num_stages)) st = 0, ph ^= 1;
     };
-    // kPerRowScaleB: promote from `st` with per-column B scales read from its SFB slice, THEN
-    // release it (the scales are read during the promotion). The fence and __syncwarp: every
-    // lane's shared-memory reads are done before lane 0 (1) arrives for the warp.
+    // kPerRowScaleB: per-column B scales from the SFB slot of (stage st, phase ph), read while
+    // promoting; the slot stays valid until the stage's next-but-one refill (two slots per stage).
     const uint32_t sfb_thread_offset = (2u * (lane % 4u)) * 4u;  // bytes: column 2*(lane%4) of chunk 0
-    auto promote_per_column_and_release = [&](float (&o)[kNumAcc], const float (&a)[kNumAcc], float sfa0,
-                                              float sfa1, uint32_t st, bool do_math) {
-      if (do_math)
-        detail::promote_per_column(o, a, sfa0, sfa1,
-                                   ptx::smem_u32(smem_sfb + st * (Traits::kSmemSFB / 4)) + sfb_thread_offset);
-      // The stage's next contents arrive by TMA (the async proxy) once every warp has released it:
-      // the warp's shared-memory loads of the scales must be complete first. The arrive alone does
-      // not wait for loads still in flight (their results are consumed after it); without this
-      // fence the k-grouped 128x112 wgrad read a freshly overwritten scale now and then (one warp,
-      // one 8-column chunk: RESULTS.md, session 10). Measured free (wgrad harness).
+    auto promote_per_column = [&](float (&o)[kNumAcc], const float (&a)[kNumAcc], float sfa0, float sfa1,
+                                  uint32_t st, uint32_t ph) {
+      detail::promote_per_column(
+          o, a, sfa0, sfa1, ptx::smem_u32(smem_sfb + (2 * st + ph) * Traits::kSfbSlotFloats) + sfb_thread_offset);
+    };
+    // Release with per-column B scales: the stage's next contents (and, a pass later, this slot's)
+    // arrive by TMA (the async proxy) once every warp has released it, so the warp's shared-memory
+    // loads of earlier slots must be complete. The arrive alone does not wait for loads still in
+    // flight; without this fence the k-grouped 128x112 wgrad read a freshly overwritten scale now
+    // and then (one warp, one 8-column chunk: RESULTS.md, session 10). Measured free.
+    auto fence_and_release = [&](uint32_t st) {
       ptx::fence_proxy_async_shared();
       __syncwarp();
       release(st);
@@ -578,7 +582,8 @@ __global__ void __launch_bounds__(GemmTraits<BLOCK_M, BLOCK_N, Epilogue, kPerRow
                             uint32_t next_phase, float nsfa0, float nsfa1) {
             ptx::fence_operands(cur);
             if constexpr (kPerRowScaleB) {
-              promote_per_column_and_release(out, cur, sfa0, sfa1, stage, true);
+              fence_and_release(stage);
+              promote_per_column(out, cur, sfa0, sfa1, stage, phase);
             } else {
               release(stage);
               promote(out, cur, sfa0, sfa1, sfb0_cur, sfb1_cur, split);
@@ -625,9 +630,9 @@ __global__ void __launch_bounds__(GemmTraits<BLOCK_M, BLOCK_N, Epilogue, kPerRow
         }
       } else if constexpr (kNumWaves > 1) {
         // Two waves, serial promotion: per k-block, wave 0's wgmmas, wait, promote into `out`,
-        // then wave 1's into `out1`; the stage is released once wave 1's wgmmas are done (with
-        // per-column B scales, once wave 1's promotion has read them). The two math warpgroups'
-        // promotions overlap each other's wgmmas. Rows past M are computed from TMA zeros (the
+        // then wave 1's into `out1`; the stage is released once wave 1's wgmmas are done (per-column
+        // B scales stay readable in their slot). The two math warpgroups' promotions overlap each
+        // other's wgmmas. Rows past M are computed from TMA zeros (the
         // epilogue does not store them). BLOCK_N = 128: one B-scale block per tile.
         static_assert(!Traits::kMayStraddle && BLOCK_N == 128, "256-row tiles are 128 wide");
 #pragma unroll 2
@@ -643,11 +648,8 @@ __global__ void __launch_bounds__(GemmTraits<BLOCK_M, BLOCK_N, Epilogue, kPerRow
             ptx::wgmma_wait<0>();
             ptx::fence_operands(acc);
             if constexpr (kPerRowScaleB) {
-              if (wave == kNumWaves - 1)
-                promote_per_column_and_release(out1, acc, sfa0, sfa1, stage, true);
-              else
-                detail::promote_per_column(out, acc, sfa0, sfa1,
-                                           ptx::smem_u32(smem_sfb + stage * (Traits::kSmemSFB / 4)) + sfb_thread_offset);
+              if (wave == kNumWaves - 1) fence_and_release(stage);
+              promote_per_column(wave == 0 ? out : out1, acc, sfa0, sfa1, stage, phase);
             } else {
               if (wave == kNumWaves - 1) release(stage);
               detail::promote<kNumAcc / 4>(wave == 0 ? out : out1, acc, sfa0 * sfb, sfa1 * sfb, 0.f, 0.f);
@@ -670,7 +672,8 @@ __global__ void __launch_bounds__(GemmTraits<BLOCK_M, BLOCK_N, Epilogue, kPerRow
             ptx::fence_operands(acc);
           }
           if constexpr (kPerRowScaleB) {
-            promote_per_column_and_release(out, acc, sfa0, sfa1, stage, active);
+            fence_and_release(stage);
+            if (active) promote_per_column(out, acc, sfa0, sfa1, stage, phase);
           } else {
             release(stage);
             if (active) promote(out, acc, sfa0, sfa1, sfb0_cur, sfb1_cur, split);
