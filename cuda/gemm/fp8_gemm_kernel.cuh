@@ -422,6 +422,10 @@ __global__ void __launch_bounds__(GemmTraits<BLOCK_M, BLOCK_N, Epilogue, kPerRow
     };
     // Release `stage`: this warp no longer reads its shared memory. Lane r arrives on cluster rank
     // r's barrier (one lane without a cluster); with the peer gone, both on our own (set per tile).
+    // The arrive does not wait for shared-memory loads still in flight. Here the only ordinary
+    // loads of a stage are its A scales, issued before the stage's wgmmas and so a whole wgmma
+    // group before this release; a fence would cost ~1% (RESULTS.md, session 10). Per-column B
+    // scales, read right up to the release, take fence_and_release below.
     const bool release_lane = lane < cluster_size;
     uint32_t release_rank = cta_rank;
     auto release = [&](uint32_t st) {
