@@ -5,6 +5,8 @@
 #   2. one launch under Nsight Compute (clocks not locked): pipe utilisation, memory throughput,
 #      warp stall reasons.
 #   tools/ncu_gemm.sh HARNESS MxNxK BMxBN [OUT_DIR]
+# HARNESS: /tmp/gemm_test (dense forward) or /tmp/wgrad_test (dense wgrad; MxNxK = M x N x tokens),
+# both built by the standalone step.
 set -uo pipefail
 harness=$1 shape=$2 tile=$3 out=${4:-${OUT:-/tmp}}
 tag="${shape}_${tile}"

@@ -6,9 +6,12 @@
 //   nvcc -gencode=arch=compute_90a,code=sm_90a -O3 -std=c++17 --expt-relaxed-constexpr -Icuda
 //        tools/wgrad_standalone_test.cu cuda/gemm/*.cu -o build/wgrad_standalone_test
 //
-// Usage: wgrad_standalone_test [--small] [--no-bench] [--seed=N] [--runs=N]
-//   --small     tiny cases only, no benchmark (for compute-sanitizer memcheck / racecheck)
-//   --no-bench  correctness only
+// Usage: wgrad_standalone_test [--small] [--no-bench] [--bench-only] [--shape=MxNxT] [--tile=BMxBN]
+//                              [--seed=N] [--runs=N]
+//   --small       tiny cases only, no benchmark (for compute-sanitizer memcheck / racecheck)
+//   --no-bench    correctness only;  --bench-only: timing only
+//   --shape=MxNxT time this dense problem only;  --tile=BMxBN: only this tile (with --shape, also a
+//                 64-row one); together they time one kernel, e.g. for tools/ncu_gemm.sh
 //
 // Data (host-generated from a hash of (seed, tensor, row, col), uploaded): A [M, T], B [N, T] are
 // random e4m3 codes with magnitudes 2^-3 .. 30 (never zero, never NaN) -- also on the tokens that
@@ -359,13 +362,27 @@ struct DeviceOperand {
   }
 };
 
-void bench(int runs) {
+struct BenchOptions {
+  int runs = 20;
+  int m = 0, n = 0, t = 0;     // --shape: one dense problem instead of the default cases
+  int tile_m = 0, tile_n = 0;  // --tile: one tile only
+};
+
+// The tiles timed: the throughput tiles (block_m >= 128), or the one --tile names.
+bool bench_tile(const BenchOptions& o, const fp8gemm::CompiledTile& tile) {
+  if (o.tile_m) return tile.block_m == o.tile_m && tile.block_n == o.tile_n;
+  return tile.block_m >= 128;  // the small-M tile is not a throughput config
+}
+
+void bench(const BenchOptions& o) {
+  const int runs = o.runs;
   const L2Flush flush(size_t(256) << 20);
   std::printf("\nbest per case (median of %d runs, L2 flushed; DeepGEMM reference: ~1092 dense, ~1044 k-grouped)\n",
               runs);
   struct Dense { int m, n, t; };
-  for (const Dense& c : {Dense{7168, 7168, 4096}, Dense{7168, 7168, 8192}, Dense{4096, 7168, 4096},
-                         Dense{4096, 7168, 8192}}) {
+  std::vector<Dense> dense_cases = {{7168, 7168, 4096}, {7168, 7168, 8192}, {4096, 7168, 4096}, {4096, 7168, 8192}};
+  if (o.m > 0) dense_cases = {{o.m, o.n, o.t}};
+  for (const Dense& c : dense_cases) {
     DeviceOperand A(c.m, c.t), B(c.n, c.t);
     float* d;
     CUDA_CHECK(cudaMalloc(&d, static_cast<size_t>(c.m) * c.n * 4));
@@ -373,7 +390,7 @@ void bench(int runs) {
     double best = 0;
     std::string best_cfg;
     for (const fp8gemm::CompiledTile& tile : fp8gemm::kCompiledWgradTiles) {
-      if (tile.block_m < 128) continue;  // the small-M tile is not a throughput config
+      if (!bench_tile(o, tile)) continue;
       const GemmConfig cfg{tile.block_m, tile.block_n, 0, 0, 1};
       WgradGemmProblem p{A.q, B.q, A.s, A.ld, B.s, B.ld, d, c.m, c.n, c.t};
       const double ms = median_ms([&] { return fp8gemm::launch_fp8_gemm_wgrad(p, cfg, 0); }, /*warmup=*/2, runs, flush);
@@ -385,7 +402,7 @@ void bench(int runs) {
     std::printf("  => dense M=%d N=%d T=%d best %.1f TFLOP/s (%s)\n", c.m, c.n, c.t, best, best_cfg.c_str());
     cudaFree(d);
   }
-  {
+  if (o.m == 0) {
     const int m = 4096, n = 7168, g = 8, per = 4096, t = g * per;
     DeviceOperand A(m, t), B(n, t);
     float* d;
@@ -395,7 +412,7 @@ void bench(int runs) {
     double best = 0;
     std::string best_cfg;
     for (const fp8gemm::CompiledTile& tile : fp8gemm::kCompiledWgradTiles) {
-      if (tile.block_m < 128) continue;  // the small-M tile is not a throughput config
+      if (!bench_tile(o, tile)) continue;
       const GemmConfig cfg{tile.block_m, tile.block_n, 0, 0, 1};
       GroupedWgradGemmProblem p{A.q, B.q, A.s, A.ld, B.s, B.ld, d, m, n, t, g, d_sizes};
       const double ms =
@@ -414,20 +431,29 @@ void bench(int runs) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  bool small = false, no_bench = false;
-  int runs = 20;
+  bool small = false, no_bench = false, bench_only = false;
+  BenchOptions bench_options;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     if (arg == "--small") small = true;
     else if (arg == "--no-bench") no_bench = true;
+    else if (arg == "--bench-only") bench_only = true;
     else if (arg.rfind("--seed=", 0) == 0) g_seed = std::strtoull(arg.c_str() + 7, nullptr, 10);
-    else if (arg.rfind("--runs=", 0) == 0) runs = std::max(1, std::atoi(arg.c_str() + 7));
+    else if (arg.rfind("--runs=", 0) == 0) bench_options.runs = std::max(1, std::atoi(arg.c_str() + 7));
+    else if (arg.rfind("--shape=", 0) == 0)
+      std::sscanf(arg.c_str() + 8, "%dx%dx%d", &bench_options.m, &bench_options.n, &bench_options.t);
+    else if (arg.rfind("--tile=", 0) == 0)
+      std::sscanf(arg.c_str() + 7, "%dx%d", &bench_options.tile_m, &bench_options.tile_n);
     else {
       std::fprintf(stderr, "unknown argument %s\n", arg.c_str());
       return 2;
     }
   }
   std::printf("wgrad standalone test, seed %llu\n", static_cast<unsigned long long>(g_seed));
+  if (bench_only) {
+    bench(bench_options);
+    return 0;
+  }
   test_rejections();
 
   // Dense: full checks on small shapes (partial k-block, ragged M / N edges), sampled on big ones.
@@ -448,7 +474,7 @@ int main(int argc, char** argv) {
     std::vector<int> many(33, 128);
     for (int i = 0; i < 33; i += 4) many[i] = 0;
     test_grouped(256, 384, 33 * 128, many, false);
-    if (!no_bench) bench(runs);
+    if (!no_bench) bench(bench_options);
   }
   std::printf("%s: %d failure(s)\n", g_failures ? "FAILED" : "PASSED", g_failures);
   return g_failures ? 1 : 0;
