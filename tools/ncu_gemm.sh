@@ -12,7 +12,7 @@ harness=$1 shape=$2 tile=$3 out=${4:-${OUT:-/tmp}}
 tag="${shape}_${tile}"
 nvidia-smi --query-gpu=clocks.sm,power.draw,temperature.gpu --format=csv,noheader -lms 50 > "$out/clock_$tag.csv" &
 smi=$!
-"$harness" --bench-only --shape="$shape" --tile="$tile" --runs=60 | grep "  bench"
+"$harness" --bench-only --shape="$shape" --tile="$tile" --runs=60 | grep -E "  bench|  dense "
 kill $smi
 # The samples as they came (50 ms apart; power readings lag): the clock falls as the load holds.
 echo "  SM clock MHz / power W while timing: $(sed 's/ MHz//; s/ W//' "$out/clock_$tag.csv" \
