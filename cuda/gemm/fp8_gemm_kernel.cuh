@@ -636,8 +636,8 @@ __global__ void __launch_bounds__(GemmTraits<BLOCK_M, BLOCK_N, Epilogue, kPerRow
         // Two waves, serial promotion: per k-block, wave 0's wgmmas, wait, promote into `out`,
         // then wave 1's into `out1`; the stage is released once wave 1's wgmmas are done (per-column
         // B scales stay readable in their slot). The two math warpgroups' promotions overlap each
-        // other's wgmmas. Rows past M are computed from TMA zeros (the
-        // epilogue does not store them). BLOCK_N = 128: one B-scale block per tile.
+        // other's wgmmas. Rows past M are computed from TMA zeros (the epilogue does not store
+        // them). BLOCK_N = 128: one B-scale block per tile.
         static_assert(!Traits::kMayStraddle && BLOCK_N == 128, "256-row tiles are 128 wide");
 #pragma unroll 2
         for (int kb = 0; kb < tile_k_blocks; ++kb) {
