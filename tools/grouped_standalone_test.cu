@@ -5,9 +5,11 @@
 //   nvcc -gencode=arch=compute_90a,code=sm_90a -O3 -std=c++17 --expt-relaxed-constexpr -Icuda
 //        tools/grouped_standalone_test.cu cuda/gemm/*.cu -o build/grouped_standalone_test
 //
-// Usage: grouped_standalone_test [--small] [--no-bench] [--bench-only] [--seed=N] [--runs=N]
+// Usage: grouped_standalone_test [--small] [--no-bench] [--bench-only] [--case=TEXT] [--seed=N] [--runs=N]
 //   --small       tiny cases only, no benchmark (for compute-sanitizer memcheck / racecheck)
 //   --no-bench    correctness only;  --bench-only: the timed cases only (their outputs still checked)
+//   --case=TEXT   only the checked cases whose name contains TEXT (no graph / rejection checks), e.g.
+//                 to tell which case a compute-sanitizer report comes from
 //
 // Data: generated on the device from a hash of (seed, row, col), so no large host arrays exist:
 // A / B are random e4m3 codes with magnitudes 2^-3 .. 30 (never NaN), scales random positive
@@ -715,6 +717,7 @@ std::vector<Case> bench_cases(uint64_t seed) {
 
 int main(int argc, char** argv) {
   bool small = false, bench = true, check = true;
+  std::string only_case;
   uint64_t seed = 4321;
   int runs = 20;
   for (int i = 1; i < argc; ++i) {
@@ -724,11 +727,13 @@ int main(int argc, char** argv) {
     else if (a == "--bench-only") check = false;
     else if (a.rfind("--seed=", 0) == 0) seed = std::strtoull(a.c_str() + 7, nullptr, 10);
     else if (a.rfind("--runs=", 0) == 0) runs = std::max(5, std::atoi(a.c_str() + 7));
+    else if (a.rfind("--case=", 0) == 0) only_case = a.substr(7);
     else {
       std::fprintf(stderr, "unknown option %s\n", a.c_str());
       return 2;
     }
   }
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);  // lines in order with compute-sanitizer's reports
   print_device();
   print_tiles("grouped", fp8gemm::kCompiledGroupedTiles);
 
@@ -739,6 +744,7 @@ int main(int argc, char** argv) {
     const std::vector<Case> cases = small ? small_cases() : check_cases(seed);
     for (size_t i = 0; i < cases.size(); ++i) {
       const Case& c = cases[i];
+      if (!only_case.empty() && c.name.find(only_case) == std::string::npos) continue;
       const Seeds seeds(seed + 17 * i);
       DeviceData dd;
       dd.create(c, seeds);
@@ -746,7 +752,7 @@ int main(int argc, char** argv) {
       dd.release();
     }
     // Rejections and CUDA graphs on two small problems.
-    {
+    if (only_case.empty()) {
       const Case cc = contiguous("contig graph", 600, 256, 384, {100, 0, 250, 90});
       const Case cm = masked("masked graph", 160, 256, 384, {0, 160, 77});
       const Seeds seeds(seed + 999);
