@@ -225,11 +225,11 @@ cudaError_t setup_launch(const KernelEntry& e, const GemmConfig& cfg, int min_st
 }
 
 // The kernels stage each tile's B scales in shared memory: GemmKernelArgs::sfb_staged_floats for
-// kernel `e`, and the bytes of the two buffers.
+// kernel `e`, and the bytes of its buffers (two per math warpgroup: fp8_gemm_kernel.cuh).
 int sfb_staged_floats_of(const KernelEntry& e, int num_k_blocks) {
   return e.sfb_staged_rows * ((num_k_blocks + 3) / 4 * 4);
 }
-int sfb_staging_bytes(int sfb_staged_floats) { return 2 * sfb_staged_floats * 4; }
+int sfb_staging_bytes(int sfb_staged_floats) { return 2 * 2 * sfb_staged_floats * 4; }
 
 // CTAs of a persistent grid without clusters: cfg.num_sms (0: every SM), at most one per tile.
 int persistent_grid(const GemmConfig& cfg, int device_sms, long long max_tiles) {
