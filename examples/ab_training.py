@@ -1,7 +1,17 @@
-"""What the FP8-vs-bf16 training examples share: the optax training loop and the report.
+"""What the FP8-vs-bf16 training examples share: the synthetic tasks, the optax training loop and
+the report.
 
 Used by examples/train_mlp.py and examples/train_moe.py (run them from anywhere: they put this
 folder on sys.path).
+
+Two tasks, both from a fixed random teacher (no downloads):
+  classify  (default) soft-target cross-entropy: the model's logits over `classes` classes against
+            the teacher's class probabilities. Like language-model training, the loss has a floor
+            (the teacher's entropy) that no model goes below; the report also prints each run's
+            excess over that floor.
+  regress   mean squared error against the teacher's vector output. The loss goes to zero as the
+            model learns; what remains at the end includes the FP8 rounding noise of the last
+            projection's output, which this loss sees directly.
 """
 
 import functools
@@ -14,10 +24,38 @@ import optax
 from flax import nnx
 
 
-def make_step(model, lr: float):
-    """(step, state): one Adam step on the mean squared error as a pure jax.jit function of the
-    model's and optimizer's state (split once, buffers donated): step(state, x, y) -> (state, loss).
+def add_task_args(parser):
+    parser.add_argument("--task", choices=("classify", "regress"), default="classify")
+    parser.add_argument("--classes", type=int, default=256)
+
+
+def teacher_batches(task: str, d_model: int, tokens: int, teacher, key, num_batches: int = 8):
+    """Batches (x bf16 [tokens, d_model], target) of the synthetic task, and the loss floor.
+
+    teacher(x) -> [tokens, d_model] (regress) or [tokens, classes] logits (classify); targets are
+    f32 vectors or class probabilities. The floor is 0 (regress) or the teacher's mean entropy."""
+    data, entropy = [], []
+    for k in jax.random.split(key, num_batches):
+        x = jax.random.normal(k, (tokens, d_model))
+        out = teacher(x)
+        if task == "classify":
+            entropy.append(float(-(jax.nn.softmax(out) * jax.nn.log_softmax(out)).sum(-1).mean()))
+            out = jax.nn.softmax(out)
+        data.append((x.astype(jnp.bfloat16), out))
+    return data, (float(np.mean(entropy)) if entropy else 0.0)
+
+
+def loss_of(task: str):
+    if task == "classify":
+        return lambda out, target: optax.softmax_cross_entropy(out.astype(jnp.float32), target).mean()
+    return lambda out, target: jnp.mean((out.astype(jnp.float32) - target) ** 2)
+
+
+def make_step(model, lr: float, task: str = "regress"):
+    """(step, state): one Adam step on the task's loss as a pure jax.jit function of the model's and
+    optimizer's state (split once, buffers donated): step(state, x, y) -> (state, loss).
     Also used by tools/profile_step.py."""
+    task_loss = loss_of(task)
     opt = nnx.Optimizer(model, optax.adamw(lr), wrt=nnx.Param)
     graphdef, state = nnx.split((model, opt))
 
@@ -26,7 +64,7 @@ def make_step(model, lr: float):
         model, opt = nnx.merge(graphdef, state)
 
         def loss_fn(m):
-            return jnp.mean((m(x).astype(jnp.float32) - y) ** 2)
+            return task_loss(m(x), y)
 
         loss, grads = nnx.value_and_grad(loss_fn)(model)
         opt.update(model, grads)
@@ -35,14 +73,14 @@ def make_step(model, lr: float):
     return step, state
 
 
-def train(model, data, steps: int, lr: float):
-    """Adam on the mean squared error; returns (losses, seconds per step).
+def train(model, data, steps: int, lr: float, task: str):
+    """Adam on the task's loss; returns (losses, seconds per step).
 
     A step costs one executable launch on the host (make_step). Steps are dispatched back to back
     and timed over the whole run with one synchronisation at the end (what a training loop does),
     after 5 warm-up steps that include compilation.
     """
-    step, state = make_step(model, lr)
+    step, state = make_step(model, lr, task)
     warmup = min(5, steps)
     losses = []
     for i in range(warmup):
@@ -58,13 +96,17 @@ def train(model, data, steps: int, lr: float):
     return np.array([float(v) for v in losses]), seconds
 
 
-def report(l8, t8, lb, tb, plot: str, title: str) -> None:
-    """Prints both loss curves and step times; saves a PNG of the curves when matplotlib exists."""
+def report(l8, t8, lb, tb, plot: str, title: str, floor: float = 0.0) -> None:
+    """Prints both loss curves and step times; saves a PNG of the curves when matplotlib exists.
+    `floor`: the task's smallest possible loss (classify: the teacher's entropy)."""
     steps = len(l8)
     for i in list(range(0, steps, max(1, steps // 10))) + [steps - 1]:
         print(f"step {i:4d}  fp8 {l8[i]:.5f}  bf16 {lb[i]:.5f}")
     f8, fb = l8[-10:].mean(), lb[-10:].mean()
     print(f"final loss (mean of last 10): fp8 {f8:.5f}  bf16 {fb:.5f}  rel. diff {abs(f8 - fb) / fb:.2%}")
+    if floor:
+        e8, eb = f8 - floor, fb - floor
+        print(f"excess over the loss floor {floor:.5f}: fp8 {e8:.5f}  bf16 {eb:.5f}  rel. diff {abs(e8 - eb) / eb:.2%}")
     print(f"step time: fp8 {t8 * 1e3:.2f} ms  bf16 {tb * 1e3:.2f} ms  speedup {tb / t8:.2f}x")
     try:
         import matplotlib

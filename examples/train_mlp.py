@@ -1,9 +1,13 @@
 """Train a transformer-sized MLP stack in Flax NNX, FP8 vs bf16 side by side.
 
     python examples/train_mlp.py [--steps 200 --d-model 1024 --d-ff 4096 --tokens 2048 --layers 2]
+                                 [--task classify|regress --classes 256]
 
-Synthetic regression data (a fixed random teacher network) generated here, no downloads. Prints
-both loss curves and step times, and saves a PNG of the curves (--plot).
+Synthetic data from a fixed random teacher network, generated here, no downloads (the tasks:
+ab_training.py). With --task classify a bf16 output head maps the stack's output to class logits
+in both runs (DeepSeek-V3 keeps its output head in bf16 too); the MLP projections are FP8 in one
+run and bf16 in the other. Prints both loss curves and step times, and saves a PNG of the curves
+(--plot).
 """
 
 import argparse
@@ -19,34 +23,42 @@ import jax_fp8gemm as fg
 from jax_fp8gemm import flax as fgf
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from ab_training import report, train  # noqa: E402
+from ab_training import add_task_args, report, teacher_batches, train  # noqa: E402
 
 
 class MLPStack(nnx.Module):
-    def __init__(self, d_model, d_ff, layers, fp8, rngs):
+    """Residual MLP blocks; with `classes`, a final RMSNorm and a bf16 head give class logits."""
+
+    def __init__(self, d_model, d_ff, layers, fp8, rngs, classes=0):
         make = fgf.Linear if fp8 else nnx.Linear
         kw = dict(dtype=jnp.bfloat16, use_bias=False)
         self.ups = nnx.List([make(d_model, d_ff, rngs=rngs, **kw) for _ in range(layers)])
         self.downs = nnx.List([make(d_ff, d_model, rngs=rngs, **kw) for _ in range(layers)])
         self.norm = nnx.RMSNorm(d_model, rngs=rngs)
+        self.head_norm = nnx.RMSNorm(d_model, rngs=rngs) if classes else None
+        self.head = nnx.Linear(d_model, classes, rngs=rngs, **kw) if classes else None
 
     def __call__(self, x):
         for up, down in zip(self.ups, self.downs):
             x = x + down(jax.nn.gelu(up(self.norm(x))))
-        return x
+        return x if self.head is None else self.head(self.head_norm(x))
+
+
+def build(args, fp8):
+    return MLPStack(args.d_model, args.d_ff, args.layers, fp8, nnx.Rngs(0),
+                    classes=args.classes if args.task == "classify" else 0)
 
 
 def make_data(args):
-    key = jax.random.key(42)
-    kt1, kt2, kd = jax.random.split(key, 3)
+    """(batches, loss floor): x -> tanh(x @ t1) @ t2, a d_model vector (regress) or logits over
+    `classes` scaled to a teacher entropy of about 3 nats (classify)."""
+    kt1, kt2, kd = jax.random.split(jax.random.key(42), 3)
+    out = args.classes if args.task == "classify" else args.d_model
     t1 = jax.random.normal(kt1, (args.d_model, args.d_model)) / np.sqrt(args.d_model)
-    t2 = jax.random.normal(kt2, (args.d_model, args.d_model)) / np.sqrt(args.d_model)
-    data = []
-    for k in jax.random.split(kd, 8):
-        x = jax.random.normal(k, (args.tokens, args.d_model))
-        y = jnp.tanh(x @ t1) @ t2
-        data.append((x.astype(jnp.bfloat16), y))
-    return data
+    t2 = jax.random.normal(kt2, (args.d_model, out)) / np.sqrt(args.d_model)
+    if args.task == "classify":
+        t2 = 4.0 * t2
+    return teacher_batches(args.task, args.d_model, args.tokens, lambda x: jnp.tanh(x @ t1) @ t2, kd)
 
 
 def main():
@@ -58,13 +70,13 @@ def main():
     p.add_argument("--layers", type=int, default=2)
     p.add_argument("--lr", type=float, default=1e-3)
     p.add_argument("--plot", default="train_mlp.png")
+    add_task_args(p)
     args = p.parse_args()
     print(f"path: {'sm_90a kernels' if fg.kernels_enabled() else 'jnp reference'}; {args}")
-    data = make_data(args)
-    l8, t8 = train(MLPStack(args.d_model, args.d_ff, args.layers, True, nnx.Rngs(0)), data, args.steps, args.lr)
-    lb, tb = train(MLPStack(args.d_model, args.d_ff, args.layers, False, nnx.Rngs(0)), data, args.steps,
-                   args.lr)
-    report(l8, t8, lb, tb, args.plot, f"MLP d_model={args.d_model} d_ff={args.d_ff}")
+    data, floor = make_data(args)
+    l8, t8 = train(build(args, True), data, args.steps, args.lr, args.task)
+    lb, tb = train(build(args, False), data, args.steps, args.lr, args.task)
+    report(l8, t8, lb, tb, args.plot, f"MLP d_model={args.d_model} d_ff={args.d_ff}, {args.task}", floor)
 
 
 if __name__ == "__main__":

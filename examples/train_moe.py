@@ -1,8 +1,10 @@
 """Train a mixture-of-experts block (jax_fp8gemm.flax.MoE) in Flax NNX, FP8 vs bf16 side by side.
 
     python examples/train_moe.py [--steps 200 --d-model 512 --d-ff 1024 --experts 8 --top-k 2]
+                                 [--task classify|regress --classes 256]
 
-Synthetic data generated here (a fixed random teacher), no downloads. The FP8 layer runs its
+Synthetic data generated here (a fixed random teacher; the tasks: ab_training.py), no downloads.
+With --task classify a bf16 output head maps the block's output to class logits in both runs. The FP8 layer runs its
 gate/up/down projections through fg.ragged_dot (FP8 forward and backward); the bf16 one through
 jax.lax.ragged_dot. Prints both loss curves and step times and saves a PNG of the curves.
 """
@@ -20,16 +22,23 @@ import jax_fp8gemm as fg
 from jax_fp8gemm import flax as fgf
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from ab_training import report, train  # noqa: E402
+from ab_training import add_task_args, report, teacher_batches, train  # noqa: E402
 
 
 class Block(nnx.Module):
+    """A residual MoE block; with --task classify, a final RMSNorm and a bf16 head give logits."""
+
     def __init__(self, args, fp8, rngs):
         self.norm = nnx.RMSNorm(args.d_model, rngs=rngs)
         self.moe = fgf.MoE(args.d_model, args.d_ff, args.experts, args.top_k, use_fp8=fp8, rngs=rngs)
+        classify = args.task == "classify"
+        self.head_norm = nnx.RMSNorm(args.d_model, rngs=rngs) if classify else None
+        self.head = (nnx.Linear(args.d_model, args.classes, dtype=jnp.bfloat16, use_bias=False, rngs=rngs)
+                     if classify else None)
 
     def __call__(self, x):
-        return x + self.moe(self.norm(x))
+        x = x + self.moe(self.norm(x))
+        return x if self.head is None else self.head(self.head_norm(x))
 
 
 def main():
@@ -42,18 +51,20 @@ def main():
     p.add_argument("--tokens", type=int, default=1024)
     p.add_argument("--lr", type=float, default=1e-3)
     p.add_argument("--plot", default="train_moe.png")
+    add_task_args(p)
     args = p.parse_args()
     print(f"path: {'sm_90a kernels' if fg.kernels_enabled() else 'jnp reference'}; {args}")
-    kt, kd = jax.random.split(jax.random.key(7))
-    teacher = jax.random.normal(kt, (args.d_model, args.d_model)) / np.sqrt(args.d_model)
-    data = []
-    for k in jax.random.split(kd, 8):
-        x = jax.random.normal(k, (args.tokens, args.d_model))
-        data.append((x.astype(jnp.bfloat16), x + jnp.sin(x @ teacher)))
-    l8, t8 = train(Block(args, True, nnx.Rngs(0)), data, args.steps, args.lr)
-    lb, tb = train(Block(args, False, nnx.Rngs(0)), data, args.steps, args.lr)
+    # Teacher: x -> x + sin(x @ t1) (regress), or logits sin(x @ t1) @ t2 over `classes` scaled to
+    # an entropy of about 3 nats (classify).
+    kt, kt2, kd = jax.random.split(jax.random.key(7), 3)
+    t1 = jax.random.normal(kt, (args.d_model, args.d_model)) / np.sqrt(args.d_model)
+    t2 = 4.0 * jax.random.normal(kt2, (args.d_model, args.classes)) / np.sqrt(args.d_model)
+    teacher = (lambda x: jnp.sin(x @ t1) @ t2) if args.task == "classify" else (lambda x: x + jnp.sin(x @ t1))
+    data, floor = teacher_batches(args.task, args.d_model, args.tokens, teacher, kd)
+    l8, t8 = train(Block(args, True, nnx.Rngs(0)), data, args.steps, args.lr, args.task)
+    lb, tb = train(Block(args, False, nnx.Rngs(0)), data, args.steps, args.lr, args.task)
     report(l8, t8, lb, tb, args.plot,
-           f"MoE {args.experts} experts top-{args.top_k}, d_model={args.d_model}")
+           f"MoE {args.experts} experts top-{args.top_k}, d_model={args.d_model}, {args.task}", floor)
 
 
 if __name__ == "__main__":

@@ -10,12 +10,11 @@ import os
 import sys
 
 import jax
-from flax import nnx
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "examples"))
-from ab_training import make_step  # noqa: E402
-from train_mlp import MLPStack, make_data  # noqa: E402
+from ab_training import add_task_args, make_step  # noqa: E402
+from train_mlp import build, make_data  # noqa: E402
 
 
 def profile(step, state, data, steps, top):
@@ -47,12 +46,12 @@ def main():
     p.add_argument("--layers", type=int, default=1)
     p.add_argument("--steps", type=int, default=5)
     p.add_argument("--top", type=int, default=25)
+    add_task_args(p)
     args = p.parse_args()
-    data = make_data(args)
+    data, _ = make_data(args)
     for fp8 in (True, False):
         print(f"== {'FP8 (jax_fp8gemm)' if fp8 else 'bf16'}")
-        model = MLPStack(args.d_model, args.d_ff, args.layers, fp8, nnx.Rngs(0))
-        step, state = make_step(model, 1e-3)
+        step, state = make_step(build(args, fp8), 1e-3, args.task)
         profile(step, state, data, args.steps, args.top)
 
 
