@@ -388,7 +388,11 @@ cudaError_t launch_fp8_gemm(const GemmProblem& p, const GemmConfig& cfg, cudaStr
   }
 
   TensorMaps maps;
-  if (!encode_operand_map(&maps.a, p.a, p.m, p.k, e.block_m) ||
+  // Tiny M (decode, M <= 16): load only the rows that exist, rounded up to the 8-row swizzle atom
+  // (RESULTS.md, session 11: at M = 1 +13% to +31% with the picked tiles; at M = 32-48 it measured
+  // 3-7% slower, so larger M keeps the full box).
+  const int a_box_rows = (p.m <= 16 && p.m < e.block_m) ? (p.m + 7) / 8 * 8 : e.block_m;
+  if (!encode_operand_map(&maps.a, p.a, p.m, p.k, a_box_rows) ||
       !encode_operand_map(&maps.b, p.b, p.n, p.k, e.block_n) ||
       !encode_scale_map(&maps.sfa, p.sfa, num_k_blocks, p.m, p.sfa_ld, sfa_box_cols(e)) ||
       !encode_output_map(&maps.d, p.d, p.out_dtype, p.m, p.n, e))
@@ -402,7 +406,8 @@ cudaError_t launch_fp8_gemm(const GemmProblem& p, const GemmConfig& cfg, cudaStr
   sched.band_on_n = cluster == 2 && cfg.multicast_a != 0;
   sched.band = sched.band_on_n ? choose_band(grid, e.block_n, e.block_m) : choose_band(grid, e.block_m, e.block_n);
   cudaLaunchAttribute cluster_attr = cluster_of_2_attribute();
-  const GemmKernelArgs args = make_kernel_args(p.sfb, p.n, num_k_blocks, s.num_stages, sfb_staged_floats);
+  GemmKernelArgs args = make_kernel_args(p.sfb, p.n, num_k_blocks, s.num_stages, sfb_staged_floats);
+  args.a_box_rows = a_box_rows;
   return launch_kernel(e, grid, s, maps, args, sched, EmptyEpilogueParams{}, cluster == 2 ? &cluster_attr : nullptr,
                        stream);
 }
