@@ -68,7 +68,7 @@ def main():
     p.add_argument("--d-ff", type=int, default=2048)
     p.add_argument("--tokens", type=int, default=1024)
     p.add_argument("--layers", type=int, default=2)
-    p.add_argument("--lr", type=float, default=1e-3)
+    p.add_argument("--lr", type=float, default=3e-4)
     p.add_argument("--plot", default="train_mlp.png")
     add_task_args(p)
     args = p.parse_args()
