@@ -68,9 +68,10 @@ def _like_primal(ct, primal_type):
     return ct.astype(primal_type.dtype)
 
 
-def _out_dtype(*xs):
-    dtype = jnp.result_type(*xs)
-    return jnp.float32 if dtype == jnp.float32 else jnp.bfloat16
+def _out_dtype(x, w):
+    """The output dtype: float32 when both operands are float32, else bfloat16 (a bf16 activation
+    with a float32 weight, e.g. a parameter quantized straight from its storage dtype: bf16)."""
+    return jnp.float32 if x.dtype == jnp.float32 and w.dtype == jnp.float32 else jnp.bfloat16
 
 
 def _grad_dtype(x):

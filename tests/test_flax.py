@@ -23,6 +23,26 @@ def test_nnx_linear_matches_float_linear(rng):
     assert calc_diff(g.bias[...], g_ref.bias[...]) <= 2e-3
 
 
+def test_nnx_linear_bf16_quantizes_the_f32_kernel_directly(rng):
+    """With a bf16 compute dtype the kernel reaches fg.dot_general in its f32 parameter dtype (no
+    bf16 copy of the weight per step), the output is still bf16 and the gradient f32."""
+    layer = fgf.Linear(256, 192, dtype=jnp.bfloat16, rngs=nnx.Rngs(0))
+    plain = nnx.Linear(256, 192, dtype=jnp.bfloat16, rngs=nnx.Rngs(0))
+    x = randn(rng, (4, 16, 256), jnp.bfloat16)
+    y = layer(x)
+    assert y.dtype == jnp.bfloat16
+    assert calc_diff(y, plain(x)) <= 2e-3
+    seen = []  # the dtype of the kernel fg.dot_general receives
+    real_dot = layer.dot_general
+    layer.dot_general = lambda a, b, *args, **kw: seen.append(b.dtype) or real_dot(a, b, *args, **kw)
+    layer(x)
+    assert seen == [jnp.float32]
+    g = nnx.grad(lambda m: jnp.mean(m(x).astype(jnp.float32) ** 2))(layer)
+    assert g.kernel[...].dtype == jnp.float32
+    g_ref = nnx.grad(lambda m: jnp.mean(m(x).astype(jnp.float32) ** 2))(plain)
+    assert calc_diff(g.kernel[...], g_ref.kernel[...]) <= 2e-3
+
+
 def test_linen_dense(rng):
     x = randn(rng, (16, 128))
     params = fgf.Dense(64).init(jax.random.key(0), x)
