@@ -13,7 +13,9 @@ ncu --import "$rep.ncu-rep" --page source --print-source sass --csv 2>/dev/null 
 python3 - "$out/sass_${shape}_${tile}.csv" <<'PY'
 import csv, sys
 rows = list(csv.reader(open(sys.argv[1])))
-head = rows[0]
+# Newer Nsight Compute versions put a "Kernel Name" row before the header.
+start = next((i for i, r in enumerate(rows) if any(h.strip() == "Source" for h in r)), 0)
+head, rows = rows[start], rows[start:]
 def col(name):
     for i, h in enumerate(head):
         if h.strip().lower() == name.lower():
