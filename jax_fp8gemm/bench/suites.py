@@ -289,5 +289,40 @@ def train_suite(progress: Progress) -> Iterator[dict]:
                "ours": "ours (fp8_dot)", "results": res}
 
 
+WGRAD_CASES = [  # (groups, tokens per group, M, N): weight gradients [G,] M x N over the tokens
+    (1, 8192, 7168, 7168), (1, 8192, 4096, 7168), (8, 4096, 4096, 7168)]
+
+
+def wgrad_suite(progress: Progress) -> Iterator[dict]:
+    """Weight-gradient GEMMs (1x128 scales along the token axis on both operands, FP32 out):
+    fg.gemm_wgrad / fg.grouped_gemm_wgrad against XLA's bf16 dot of the same x^T @ dy (per group,
+    as one batched dot: the groups here are even)."""
+    for g, tokens, m, n in WGRAD_CASES:
+        t = g * tokens
+        flops = 2.0 * m * n * t / 1e12
+        keys = jax.random.split(jax.random.key(6), 4)
+        xs = [_randn(keys[2 * i], (t, m), jnp.bfloat16) for i in range(2)]
+        dys = [_randn(keys[2 * i + 1], (t, n), jnp.bfloat16) for i in range(2)]
+        sizes = jnp.full((g,), tokens, jnp.int32)
+        # The operands as training hands them to the kernel: x^T and dy^T in 1x128 groups along T.
+        q = [(*fg.quantize_rowwise(x.T), *fg.quantize_rowwise(dy.T)) for x, dy in zip(xs, dys)]
+        res: dict = {}
+        if g == 1:
+            _measure(res, "ours", progress, lambda: time_jax(fg.gemm_wgrad, q), flops)
+            _measure(res, "XLA bf16 dot", progress, lambda: time_jax(
+                lambda x, dy: jax.lax.dot_general(x, dy, (((0,), (0,)), ((), ())),
+                                                  preferred_element_type=jnp.float32), list(zip(xs, dys))), flops)
+        else:
+            _measure(res, "ours", progress, lambda: time_jax(
+                fg.grouped_gemm_wgrad, [(*args, sizes) for args in q]), flops)
+            _measure(res, "XLA bf16 batched dot", progress, lambda: time_jax(
+                lambda x, dy: jnp.einsum("gtm,gtn->gmn", x.reshape(g, tokens, m), dy.reshape(g, tokens, n),
+                                         preferred_element_type=jnp.float32), list(zip(xs, dys))), flops)
+        del q, xs, dys
+        kind = "dense" if g == 1 else f"k-grouped {g}x{tokens} tokens"
+        yield {"suite": "wgrad", "case": f"{kind} M{m} N{n} T{t}", "metric": "TFLOP/s", "ours": "ours",
+               "results": res}
+
+
 SUITES = {"quantize": quantize_suite, "train": train_suite, "gemm": gemm_suite, "gemm-sweep": gemm_sweep_suite,
-          "grouped": grouped_suite}
+          "grouped": grouped_suite, "wgrad": wgrad_suite}
