@@ -47,11 +47,20 @@ def expert_mlp(xs, w_gate, w_up, w_down, group_sizes, *, use_fp8=True, dtype=jnp
         matmul = ragged_dot
     else:
         matmul = functools.partial(jax.lax.ragged_dot, preferred_element_type=jnp.float32)
+
+    def weight(w):
+        # The FP8 path quantizes a weight straight from its parameter dtype when that is at least
+        # as wide as `dtype` (no compute-dtype copy of every expert per step; the output dtype is
+        # the same: bf16 unless both operands are f32).
+        if use_fp8 and jnp.finfo(w.dtype).bits >= jnp.finfo(dtype).bits:
+            return w
+        return w.astype(dtype)
+
     xs = xs.astype(dtype)
-    gate = matmul(xs, w_gate.astype(dtype), group_sizes)
-    up = matmul(xs, w_up.astype(dtype), group_sizes)
+    gate = matmul(xs, weight(w_gate), group_sizes)
+    up = matmul(xs, weight(w_up), group_sizes)
     h = (jax.nn.silu(gate.astype(jnp.float32)) * up.astype(jnp.float32)).astype(dtype)
-    return matmul(h, w_down.astype(dtype), group_sizes)
+    return matmul(h, weight(w_down), group_sizes)
 
 
 def moe_local(x, logits, w_gate, w_up, w_down, *, top_k, axis_name, capacity=None,
