@@ -24,6 +24,18 @@ import optax
 from flax import nnx
 
 
+class ClassHead(nnx.Module):
+    """The classify task's output head: RMSNorm and a bf16 Linear to class logits, the same in the
+    FP8 and the bf16 run (DeepSeek-V3 keeps its output head in bf16 too)."""
+
+    def __init__(self, d_model: int, classes: int, rngs: nnx.Rngs):
+        self.norm = nnx.RMSNorm(d_model, rngs=rngs)
+        self.linear = nnx.Linear(d_model, classes, dtype=jnp.bfloat16, use_bias=False, rngs=rngs)
+
+    def __call__(self, x):
+        return self.linear(self.norm(x))
+
+
 def add_task_args(parser):
     parser.add_argument("--task", choices=("classify", "regress"), default="classify")
     parser.add_argument("--classes", type=int, default=256)
@@ -112,7 +124,8 @@ def report(l8, t8, lb, tb, plot: str, title: str, floor: float = 0.0) -> None:
     print(f"final loss (mean of last 10): fp8 {f8:.5f}  bf16 {fb:.5f}  rel. diff {abs(f8 - fb) / fb:.2%}")
     if floor:
         e8, eb = f8 - floor, fb - floor
-        print(f"excess over the loss floor {floor:.5f}: fp8 {e8:.5f}  bf16 {eb:.5f}  rel. diff {abs(e8 - eb) / eb:.2%}")
+        print(f"excess over the loss floor {floor:.5f}: fp8 {e8:.5f}  bf16 {eb:.5f}  "
+              f"rel. diff {abs(e8 - eb) / eb:.2%}")
     print(f"step time: fp8 {t8 * 1e3:.2f} ms  bf16 {tb * 1e3:.2f} ms  speedup {tb / t8:.2f}x")
     try:
         import matplotlib

@@ -23,11 +23,11 @@ import jax_fp8gemm as fg
 from jax_fp8gemm import flax as fgf
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from ab_training import add_task_args, report, teacher_batches, train  # noqa: E402
+from ab_training import ClassHead, add_task_args, report, teacher_batches, train  # noqa: E402
 
 
 class MLPStack(nnx.Module):
-    """Residual MLP blocks; with `classes`, a final RMSNorm and a bf16 head give class logits."""
+    """Residual MLP blocks; with `classes`, a ClassHead gives class logits."""
 
     def __init__(self, d_model, d_ff, layers, fp8, rngs, classes=0):
         make = fgf.Linear if fp8 else nnx.Linear
@@ -35,13 +35,12 @@ class MLPStack(nnx.Module):
         self.ups = nnx.List([make(d_model, d_ff, rngs=rngs, **kw) for _ in range(layers)])
         self.downs = nnx.List([make(d_ff, d_model, rngs=rngs, **kw) for _ in range(layers)])
         self.norm = nnx.RMSNorm(d_model, rngs=rngs)
-        self.head_norm = nnx.RMSNorm(d_model, rngs=rngs) if classes else None
-        self.head = nnx.Linear(d_model, classes, rngs=rngs, **kw) if classes else None
+        self.head = ClassHead(d_model, classes, rngs) if classes else None
 
     def __call__(self, x):
         for up, down in zip(self.ups, self.downs):
             x = x + down(jax.nn.gelu(up(self.norm(x))))
-        return x if self.head is None else self.head(self.head_norm(x))
+        return x if self.head is None else self.head(x)
 
 
 def build(args, fp8):

@@ -4,9 +4,10 @@
                                  [--task classify|regress --classes 256]
 
 Synthetic data generated here (a fixed random teacher; the tasks: ab_training.py), no downloads.
-With --task classify a bf16 output head maps the block's output to class logits in both runs. The FP8 layer runs its
-gate/up/down projections through fg.ragged_dot (FP8 forward and backward); the bf16 one through
-jax.lax.ragged_dot. Prints both loss curves and step times and saves a PNG of the curves.
+With --task classify a bf16 output head maps the block's output to class logits in both runs. The
+FP8 layer runs its gate/up/down projections through fg.ragged_dot (FP8 forward and backward); the
+bf16 one through jax.lax.ragged_dot. Prints both loss curves and step times and saves a PNG of the
+curves.
 """
 
 import argparse
@@ -22,23 +23,20 @@ import jax_fp8gemm as fg
 from jax_fp8gemm import flax as fgf
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from ab_training import add_task_args, report, teacher_batches, train  # noqa: E402
+from ab_training import ClassHead, add_task_args, report, teacher_batches, train  # noqa: E402
 
 
 class Block(nnx.Module):
-    """A residual MoE block; with --task classify, a final RMSNorm and a bf16 head give logits."""
+    """A residual MoE block; with --task classify, a ClassHead gives class logits."""
 
     def __init__(self, args, fp8, rngs):
         self.norm = nnx.RMSNorm(args.d_model, rngs=rngs)
         self.moe = fgf.MoE(args.d_model, args.d_ff, args.experts, args.top_k, use_fp8=fp8, rngs=rngs)
-        classify = args.task == "classify"
-        self.head_norm = nnx.RMSNorm(args.d_model, rngs=rngs) if classify else None
-        self.head = (nnx.Linear(args.d_model, args.classes, dtype=jnp.bfloat16, use_bias=False, rngs=rngs)
-                     if classify else None)
+        self.head = ClassHead(args.d_model, args.classes, rngs) if args.task == "classify" else None
 
     def __call__(self, x):
         x = x + self.moe(self.norm(x))
-        return x if self.head is None else self.head(self.head_norm(x))
+        return x if self.head is None else self.head(x)
 
 
 def main():

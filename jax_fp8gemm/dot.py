@@ -74,6 +74,15 @@ def _out_dtype(x, w):
     return jnp.float32 if x.dtype == jnp.float32 and w.dtype == jnp.float32 else jnp.bfloat16
 
 
+def fp8_weight(w, dtype):
+    """A weight as the FP8 ops should receive it for compute dtype `dtype`: as it is when its dtype
+    is at least as wide (it is quantized straight from there, with no compute-dtype copy per step;
+    the output dtype is unchanged: bf16 unless both operands are f32), else cast to `dtype`."""
+    if dtype is None or jnp.finfo(w.dtype).bits >= jnp.finfo(dtype).bits:
+        return w
+    return w.astype(dtype)
+
+
 def _grad_dtype(x):
     """dgrad's output: bf16 for a bf16 input (what bf16 autodiff gives), else float32."""
     return jnp.bfloat16 if x.dtype == jnp.bfloat16 else jnp.float32

@@ -13,18 +13,19 @@ import jax
 import jax.numpy as jnp
 from flax import nnx
 
-from .dot import dot_general
+from .dot import dot_general, fp8_weight
 from .parallel import expert_mlp, route
 
 
 def _promote_all_but_kernel(args, /, *, dtype=None, inexact=True):
-    """nnx.Linear's promote_dtype, except that the kernel keeps its parameter dtype: fg.dot_general
-    quantizes it to FP8 straight from there (rounding once), where flax would first write a copy in
-    the compute dtype, one more pass over every weight per step (0.23 ms of the 8.2 ms step of
-    examples/train_mlp.py at d_model 4096; RESULTS.md, session 11)."""
+    """nnx.Linear's promote_dtype, except that a kernel at least as wide as the compute dtype keeps
+    its parameter dtype (fp8_weight): flax's copy in the compute dtype would be one more pass over
+    every weight per step (0.23 ms of the 8.2 ms step of examples/train_mlp.py at d_model 4096;
+    RESULTS.md, session 11)."""
     inputs, kernel, bias = args
     dtype = nnx.nn.dtypes.canonicalize_dtype(inputs, kernel, bias, dtype=dtype, inexact=inexact)
-    return jnp.asarray(inputs, dtype), kernel, None if bias is None else jnp.asarray(bias, dtype)
+    bias = None if bias is None else jnp.asarray(bias, dtype)
+    return jnp.asarray(inputs, dtype), fp8_weight(kernel, dtype), bias
 
 
 class Linear(nnx.Linear):

@@ -29,7 +29,7 @@ import jax
 import jax.numpy as jnp
 from jax.sharding import PartitionSpec as P
 
-from .dot import ragged_dot
+from .dot import fp8_weight, ragged_dot
 
 
 def route(logits: jax.Array, top_k: int) -> tuple[jax.Array, jax.Array]:
@@ -48,13 +48,8 @@ def expert_mlp(xs, w_gate, w_up, w_down, group_sizes, *, use_fp8=True, dtype=jnp
     else:
         matmul = functools.partial(jax.lax.ragged_dot, preferred_element_type=jnp.float32)
 
-    def weight(w):
-        # The FP8 path quantizes a weight straight from its parameter dtype when that is at least
-        # as wide as `dtype` (no compute-dtype copy of every expert per step; the output dtype is
-        # the same: bf16 unless both operands are f32).
-        if use_fp8 and jnp.finfo(w.dtype).bits >= jnp.finfo(dtype).bits:
-            return w
-        return w.astype(dtype)
+    def weight(w):  # the FP8 path quantizes it straight from its parameter dtype (fp8_weight)
+        return fp8_weight(w, dtype) if use_fp8 else w.astype(dtype)
 
     xs = xs.astype(dtype)
     gate = matmul(xs, weight(w_gate), group_sizes)
