@@ -1,9 +1,9 @@
 """Weight-gradient GEMMs: both operands quantized 1x128 along the token axis (the contracted one),
 FP32 output. `gemm_wgrad` for dense layers, `grouped_gemm_wgrad` (k-grouped: one contraction per
 group of consecutive tokens) for ragged_dot's weight gradient. On Hopper both run the sm_90a wgrad
-kernels (cuda/gemm/fp8_gemm_wgrad.cuh: per-row B scales, FP32 output; the k-grouped one gets the
-tokens laid out on whole 128-token blocks per group, see _blocks_per_group); elsewhere the jnp
-reference does.
+kernels (cuda/gemm/fp8_gemm_wgrad.cuh: per-row B scales, FP32 output; the k-grouped one takes
+the unpadded group sizes and masks the other group's tokens of a shared 128-token block in shared
+memory); elsewhere the jnp reference does.
 
 Sharding (rules next to each primitive): M and N shard freely (their scales are per row); the
 token axis T is contracted, shards at a multiple of 128 tokens per shard (whole scale groups), and
@@ -21,7 +21,7 @@ from jax.core import ShapedArray
 from . import _checks, _kernels, _primitive, _sharding, gemm_config, reference
 from ._sharding import Plan, spec
 from .gemm import mn_major_scales, reduce_k, run_reduced
-from .reference import GROUP, cdiv
+from .reference import GROUP
 
 _INT32_MAX = 2**31 - 1
 
@@ -169,63 +169,24 @@ def _grouped_plan(layout, a, a_s, b, b_s, group_sizes, *, out_dtype):
                 out_specs=(spec(g, m, n),), local=local)
 
 
-def _blocks_per_group(a, a_s, b, b_s, group_sizes):
-    """Lays the tokens out so that every group covers whole 128-token blocks (the k-grouped
-    kernel's input), with jnp gathers; no host synchronisation.
-
-    A block of the new layout holds the tokens of ONE group from ONE original 128-token scale
-    block (at their original offsets inside it, zeros elsewhere), so its scale is the original
-    block's scale and the products are exactly the reference's. Group g (clamped sizes, as
-    reference.clamp_group_sizes) touches blocks [start_g // 128, cdiv(end_g, 128)) and gets that
-    many new blocks; at most cdiv(T, 128) + G - 1 in all, so the new token axis has the static
-    length 128 * (cdiv(T, 128) + G). Unused blocks are zero with scale 1.
-    Returns (a', a_s', b', b_s', padded sizes int32 [G], multiples of 128)."""
-    t, g = a.shape[1], group_sizes.shape[0]
-    tb = cdiv(t, GROUP)
-    num_blocks = tb + g
-    sizes = reference.clamp_group_sizes(group_sizes, t)
-    ends = jnp.cumsum(sizes)
-    starts = ends - sizes
-    blocks = jnp.where(sizes > 0, (ends + GROUP - 1) // GROUP - starts // GROUP, 0)
-    block_ends = jnp.cumsum(blocks)
-    new_block = jnp.arange(num_blocks, dtype=jnp.int32)
-    owner = jnp.searchsorted(block_ends, new_block, side="right")  # G: unused
-    used = owner < g
-    owner = jnp.minimum(owner, g - 1)
-    src = jnp.where(used, starts[owner] // GROUP + new_block - (block_ends - blocks)[owner], 0)
-    token = src[:, None] * GROUP + jnp.arange(GROUP, dtype=jnp.int32)[None, :]
-    keep = used[:, None] & (token >= starts[owner][:, None]) & (token < ends[owner][:, None])
-
-    def relayout(x, x_s):
-        rows = x.shape[0]
-        x = jnp.pad(x, ((0, 0), (0, tb * GROUP - t))).reshape(rows, tb, GROUP)
-        x = jnp.where(keep[None], jnp.take(x, src, axis=1), jnp.zeros((), x.dtype))
-        x_s = jnp.where(used[None, :], jnp.take(x_s, src, axis=1), np.float32(1.0))
-        return x.reshape(rows, num_blocks * GROUP), x_s
-
-    a, a_s = relayout(a, a_s)
-    b, b_s = relayout(b, b_s)
-    return a, a_s, b, b_s, (blocks * GROUP).astype(jnp.int32)
-
-
-def grouped_gemm_wgrad_kernel_call(a, a_s, b, b_s, padded_sizes, config: gemm_config.GemmConfig):
-    """The k-grouped wgrad FFI call: tokens already on whole 128-blocks per group
-    (padded_sizes multiples of 128); FP32 [G, M, N]."""
-    out = jax.ShapeDtypeStruct((padded_sizes.shape[0], a.shape[0], b.shape[0]), jnp.float32)
+def grouped_gemm_wgrad_kernel_call(a, a_s, b, b_s, group_sizes, config: gemm_config.GemmConfig):
+    """The k-grouped wgrad FFI call with an explicit configuration: FP32 [G, M, N]. The kernel
+    takes the tokens as they are (unpadded group sizes; a 128-token block shared by two groups
+    is masked per group in shared memory)."""
+    out = jax.ShapeDtypeStruct((group_sizes.shape[0], a.shape[0], b.shape[0]), jnp.float32)
     return jax.ffi.ffi_call("fp8gemm_grouped_gemm_wgrad", out)(
-        a, mn_major_scales(a_s), b, mn_major_scales(b_s), padded_sizes, **_wgrad_attributes(config))
+        a, mn_major_scales(a_s), b, mn_major_scales(b_s), group_sizes, **_wgrad_attributes(config))
 
 
 def _grouped_kernel(a, a_s, b, b_s, group_sizes, *, out_dtype):
-    (m, _), n, g = a.shape, b.shape[0], group_sizes.shape[0]
-    a, a_s, b, b_s, padded = _blocks_per_group(a, a_s, b, b_s, group_sizes)
-    config = gemm_config.pick_wgrad(m, n, a.shape[1], _kernels.num_sms(), g=g, k_grouped=True)
-    return grouped_gemm_wgrad_kernel_call(a, a_s, b, b_s, padded, config).astype(out_dtype)
+    (m, t), n, g = a.shape, b.shape[0], group_sizes.shape[0]
+    config = gemm_config.pick_wgrad(m, n, t, _kernels.num_sms(), g=g, k_grouped=True)
+    return grouped_gemm_wgrad_kernel_call(a, a_s, b, b_s, group_sizes, config).astype(out_dtype)
 
 
 def _grouped_use_kernel(a, a_s, b, b_s, group_sizes, *, out_dtype):
     (m, t), n, g = a.shape, b.shape[0], group_sizes.shape[0]
-    return _kernel_takes("grouped_gemm_wgrad", m, n, GROUP * (cdiv(t, GROUP) + g), g)
+    return _kernel_takes("grouped_gemm_wgrad", m, n, t, g)
 
 
 grouped_gemm_wgrad_p = _primitive.define(

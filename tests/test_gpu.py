@@ -230,6 +230,44 @@ def test_grouped_gemm_masked_kernel(rng, g, mmax, n, k, masked_m, out_dtype):
     np.testing.assert_array_equal(again.view(np.uint32), out.view(np.uint32))
 
 
+WGRAD_CASES = [
+    (200, 264, 400, None),                               # dense: T % 128 != 0, ragged M and N
+    (1024, 2048, 8192, None),
+    (136, 144, 1040, [50, 0, 130, 1, 16, 300, 7, 200]),  # k-grouped: groups inside 128-token blocks
+    (72, 112, 400, [-3, 17, 33, 64, 1, 500]),            # several groups per block; clamped sizes
+    (520, 776, 4096, [1000, 0, 141, 1200, 255, 3, 760, 737]),
+    (256, 384, 4096, [4096]),                            # G = 1
+]
+
+
+@pytest.mark.parametrize("m,n,t,sizes", WGRAD_CASES)
+def test_wgrad_kernels(rng, m, n, t, sizes):
+    """Dense and k-grouped wgrad (tokens contracted, 1x128 scales along them on both operands)
+    against float64 of the dequantized operands, group by group over unpadded token ranges."""
+    a, a_s = fg.quantize_rowwise(randn(rng, (m, t), jnp.bfloat16))
+    b, b_s = fg.quantize_rowwise(randn(rng, (n, t), jnp.bfloat16))
+    af, bf = dequant64(a, a_s, False), dequant64(b, b_s, False)
+    if sizes is None:
+        fn, args, name = jax.jit(fg.gemm_wgrad), (a, a_s, b, b_s), "fp8gemm_gemm_wgrad"
+        bounds = [(0, t)]
+    else:
+        gs = jnp.asarray(sizes, jnp.int32)
+        fn, args, name = jax.jit(fg.grouped_gemm_wgrad), (a, a_s, b, b_s, gs), "fp8gemm_grouped_gemm_wgrad"
+        ends = np.minimum(np.cumsum(np.maximum(sizes, 0)), t)
+        bounds = list(zip(np.concatenate([[0], ends[:-1]]), ends))
+    assert name in fn.lower(*args).as_text()
+    poison_allocator(len(bounds) * m * n * 4)
+    out = np.asarray(fn(*args)).reshape(len(bounds), m, n)
+    assert not np.isnan(out).any(), "unwritten (poisoned) or NaN outputs"
+    for g, (lo, hi) in enumerate(bounds):
+        if lo == hi:
+            assert np.all(out[g] == 0), f"group {g} is empty: its gradient must be zero"
+        else:
+            assert calc_diff(out[g], af[:, lo:hi] @ bf[:, lo:hi].T) <= 1e-5, f"group {g}"
+    again = np.asarray(fn(*args)).reshape(out.shape)
+    np.testing.assert_array_equal(again.view(np.uint32), out.view(np.uint32))
+
+
 _COMMAND_BUFFER_SCRIPT = r'''
 import jax, jax.numpy as jnp, numpy as np
 import jax_fp8gemm as fg

@@ -26,7 +26,8 @@
 //   * two runs bitwise identical;
 //   * bad problems / configs rejected with cudaErrorInvalidValue.
 // Timing (default, not with --small): dense M=N=7168 (and 4096x7168), T=4096/8192; k-grouped
-// 8 groups x 4096 tokens, M=4096, N=7168; median over --runs runs with L2 flushed, TFLOP/s.
+// 8 groups x 4096 tokens (even, and uneven with unaligned boundaries), M=4096, N=7168; median over
+// --runs runs with L2 flushed, TFLOP/s.
 // Exit code: 0 iff every check passed.
 #include <cuda_runtime.h>
 
@@ -99,15 +100,16 @@ struct Operand {
   double scale(int r, int b) const { return s[static_cast<size_t>(b) * ld + r]; }
 };
 
-// float64 reference of one output element over k-blocks [kb0, kb1).
-double reference(const Operand& A, const Operand& B, int m, int n, int kb0, int kb1) {
+// float64 reference of one output element over the tokens [tok0, tok1): each 128-token block's
+// partial sum times the block's two scales.
+double reference(const Operand& A, const Operand& B, int m, int n, int tok0, int tok1) {
   double total = 0.0;
-  for (int b = kb0; b < kb1; ++b) {
+  const uint8_t* a = &A.q[static_cast<size_t>(m) * A.t];
+  const uint8_t* bb = &B.q[static_cast<size_t>(n) * B.t];
+  for (int b = tok0 / 128; b * 128 < tok1; ++b) {
     double block = 0.0;
-    const int c1 = std::min(A.t, (b + 1) * 128);
-    const uint8_t* a = &A.q[static_cast<size_t>(m) * A.t];
-    const uint8_t* bb = &B.q[static_cast<size_t>(n) * B.t];
-    for (int c = b * 128; c < c1; ++c) block += decode_e4m3(a[c]) * decode_e4m3(bb[c]);
+    const int c0 = std::max(tok0, b * 128), c1 = std::min(tok1, (b + 1) * 128);
+    for (int c = c0; c < c1; ++c) block += decode_e4m3(a[c]) * decode_e4m3(bb[c]);
     total += block * A.scale(m, b) * B.scale(n, b);
   }
   return total;
@@ -211,7 +213,7 @@ void test_dense(int m, int n, int t, bool full) {
   const std::vector<int> rows = pick_indices(m, full, 11), cols = pick_indices(n, full, 12);
   std::vector<double> ref(rows.size() * cols.size());
   for (size_t i = 0; i < rows.size(); ++i)
-    for (size_t j = 0; j < cols.size(); ++j) ref[i * cols.size() + j] = reference(A, B, rows[i], cols[j], 0, cdiv(t, 128));
+    for (size_t j = 0; j < cols.size(); ++j) ref[i * cols.size() + j] = reference(A, B, rows[i], cols[j], 0, t);
 
   for (const GemmConfig& cfg : configs(full && m * n < (1 << 16))) {
     auto launch = [&](void* out) {
@@ -238,22 +240,21 @@ void test_dense(int m, int n, int t, bool full) {
 }
 
 // ------------------------------------------------------------------------------------------------
-// k-grouped: `sizes` are the padded group sizes (multiples of 128) handed to the kernel.
+// k-grouped: `sizes` are the group sizes handed to the kernel (any values: unpadded, negative,
+// running past T).
 // ------------------------------------------------------------------------------------------------
 void test_grouped(int m, int n, int t, const std::vector<int>& sizes, bool full) {
   const int g = static_cast<int>(sizes.size());
   Operand A, B;
   A.make(3, m, t);
   B.make(4, n, t);
-  // The kernel's k-ranges (same clamping rule as KGroupedWgradScheduler).
-  const int nkb = cdiv(t, 128);
-  std::vector<int> kb0(g), kb1(g);
+  // The groups' tokens [tok0, tok1) (clamped as reference.clamp_group_sizes: negative -> 0, cut at T).
+  std::vector<int> tok0(g), tok1(g);
   long long prefix = 0;
   for (int i = 0; i < g; ++i) {
-    const long long blocks = sizes[i] <= 0 ? 0 : (static_cast<long long>(sizes[i]) + 127) / 128;
-    kb0[i] = static_cast<int>(std::min<long long>(prefix, nkb));
-    kb1[i] = static_cast<int>(std::min<long long>(prefix + blocks, nkb));
-    prefix = std::min<long long>(prefix + blocks, nkb);
+    tok0[i] = static_cast<int>(prefix);
+    prefix = std::min<long long>(prefix + std::max(sizes[i], 0), t);
+    tok1[i] = static_cast<int>(prefix);
   }
   int* d_sizes = device_copy(sizes);
   const size_t d_elems = static_cast<size_t>(g) * m * n;
@@ -266,7 +267,7 @@ void test_grouped(int m, int n, int t, const std::vector<int>& sizes, bool full)
   for (int gi = 0; gi < g; ++gi)
     for (size_t i = 0; i < rows.size(); ++i)
       for (size_t j = 0; j < cols.size(); ++j)
-        ref[(gi * rows.size() + i) * cols.size() + j] = reference(A, B, rows[i], cols[j], kb0[gi], kb1[gi]);
+        ref[(gi * rows.size() + i) * cols.size() + j] = reference(A, B, rows[i], cols[j], tok0[gi], tok1[gi]);
 
   std::string sz;
   for (int i = 0; i < g && i < 8; ++i) sz += (i ? "," : "") + std::to_string(sizes[i]);
@@ -284,7 +285,7 @@ void test_grouped(int m, int n, int t, const std::vector<int>& sizes, bool full)
     long long nonzero_empty = 0;
     for (int gi = 0; gi < g; ++gi) {
       const float* out = &h[static_cast<size_t>(gi) * m * n];
-      if (kb0[gi] == kb1[gi]) {  // empty group: every element exactly zero (all of them, always)
+      if (tok0[gi] == tok1[gi]) {  // empty group: every element exactly zero (all of them, always)
         for (size_t e = 0; e < static_cast<size_t>(m) * n; ++e) nonzero_empty += out[e] != 0.0f;
         continue;
       }
@@ -407,24 +408,33 @@ void bench(const BenchOptions& o) {
     DeviceOperand A(m, t), B(n, t);
     float* d;
     CUDA_CHECK(cudaMalloc(&d, static_cast<size_t>(g) * m * n * 4));
-    int* d_sizes = device_copy(std::vector<int>(g, per));
-    const double flops = 2.0 * m * n * t;
-    double best = 0;
-    std::string best_cfg;
-    for (const fp8gemm::CompiledTile& tile : fp8gemm::kCompiledWgradTiles) {
-      if (!bench_tile(o, tile)) continue;
-      const GemmConfig cfg{tile.block_m, tile.block_n, 0, 0, 1};
-      GroupedWgradGemmProblem p{A.q, B.q, A.s, A.ld, B.s, B.ld, d, m, n, t, g, d_sizes};
-      const double ms =
-          median_ms([&] { return fp8gemm::launch_fp8_grouped_gemm_wgrad(p, cfg, 0); }, /*warmup=*/2, runs, flush);
-      const double tflops = flops / ms / 1e9;
-      std::printf("  k-grouped G=%d x %d tokens M=%d N=%d  %-22s %8.3f ms %7.1f TFLOP/s\n", g, per, m, n,
-                  cfg_name(cfg).c_str(), ms, tflops);
-      if (tflops > best) best = tflops, best_cfg = cfg_name(cfg);
+    // Even sizes (every group on whole blocks), uneven ones (+-30%, one empty, same sum) with
+    // every group boundary inside a block, and the same rounded to whole blocks.
+    const std::vector<int> even(g, per), uneven = {4096 + 1229, 4096 - 1001, 0, 4096 + 777,
+                                                   4096 + 1100, 4096 - 555, 4096 + 1117, 4096 + 1429};
+    const std::vector<int> uneven_blocks = {5376, 3072, 0, 4864, 5248, 3584, 5248, 5376};
+    for (const std::vector<int>* sizes : {&even, &uneven, &uneven_blocks}) {
+      int* d_sizes = device_copy(*sizes);
+      const char* kind = sizes == &even ? "even" : sizes == &uneven ? "uneven" : "uneven, whole blocks";
+      const double flops = 2.0 * m * n * t;
+      double best = 0;
+      std::string best_cfg;
+      for (const fp8gemm::CompiledTile& tile : fp8gemm::kCompiledWgradTiles) {
+        if (!bench_tile(o, tile)) continue;
+        const GemmConfig cfg{tile.block_m, tile.block_n, 0, 0, 1};
+        GroupedWgradGemmProblem p{A.q, B.q, A.s, A.ld, B.s, B.ld, d, m, n, t, g, d_sizes};
+        const double ms =
+            median_ms([&] { return fp8gemm::launch_fp8_grouped_gemm_wgrad(p, cfg, 0); }, /*warmup=*/2, runs, flush);
+        const double tflops = flops / ms / 1e9;
+        std::printf("  k-grouped G=%d x %d tokens (%s) M=%d N=%d  %-22s %8.3f ms %7.1f TFLOP/s\n", g, per, kind, m,
+                    n, cfg_name(cfg).c_str(), ms, tflops);
+        if (tflops > best) best = tflops, best_cfg = cfg_name(cfg);
+      }
+      std::printf("  => k-grouped G=%d x %d (%s) M=%d N=%d best %.1f TFLOP/s (%s)\n", g, per, kind, m, n, best,
+                  best_cfg.c_str());
+      cudaFree(d_sizes);
     }
-    std::printf("  => k-grouped G=%d x %d M=%d N=%d best %.1f TFLOP/s (%s)\n", g, per, m, n, best, best_cfg.c_str());
     cudaFree(d);
-    cudaFree(d_sizes);
   }
 }
 
@@ -460,20 +470,28 @@ int main(int argc, char** argv) {
   test_dense(200, 264, 400, true);  // T % 128 != 0, M % 64 != 0, N % 112 / 128 != 0
   test_dense(64, 128, 128, true);
   test_dense(72, 16, 16, true);     // one partial k-block, N smaller than a tile
-  // k-grouped: uneven padded sizes incl. empty groups (first, middle, last), G = 1, a tail of
-  // unused tokens, sizes running past T (cut), M not a multiple of 64 (the masked row epilogue).
+  // k-grouped: uneven sizes incl. empty groups (first, middle, last), G = 1, a tail of unused
+  // tokens, sizes running past T (cut), M not a multiple of 64 (the masked row epilogue); groups
+  // starting and ending inside 128-token blocks (shared blocks masked per group), several groups
+  // inside one block, T not a multiple of 128.
   test_grouped(136, 144, 1024, {256, 0, 128, 384, 0}, true);
   test_grouped(130, 40, 512, {512}, true);             // G = 1, all tokens
   test_grouped(64, 128, 640, {0, 128, 0}, true);       // tail tokens unused
   test_grouped(100, 96, 384, {256, 256, 128}, true);   // runs past T: last group cut to nothing
+  test_grouped(136, 144, 1040, {50, 0, 130, 1, 16, 300, 7, 200}, true);  // unaligned, T % 128 = 16
+  test_grouped(72, 112, 400, {-3, 17, 33, 64, 1, 500}, true);  // several per block; negative; past T
+  test_grouped(200, 48, 256, {127, 1, 0, 128}, true);  // ends one token short of / past a block edge
   if (!small) {
     test_dense(1000, 2056, 1040, false);
     test_dense(4096, 7168, 4096, false);
     test_grouped(520, 776, 4096, {1024, 0, 128, 1152, 256, 0, 768, 640}, false);
+    test_grouped(520, 776, 4096, {1000, 0, 141, 1200, 255, 3, 760, 737}, false);
     test_grouped(4096, 7168, 8 * 1024, {1024, 1024, 1024, 1024, 1024, 1024, 1024, 1024}, false);
-    std::vector<int> many(33, 128);
+    std::vector<int> many(33, 128), many_odd(256);
     for (int i = 0; i < 33; i += 4) many[i] = 0;
     test_grouped(256, 384, 33 * 128, many, false);
+    for (int i = 0; i < 256; ++i) many_odd[i] = static_cast<int>(mix(5, i, 0) % 40u);  // 256 groups, ~20 tokens
+    test_grouped(192, 256, 5120, many_odd, false);
     if (!no_bench) bench(bench_options);
   }
   std::printf("%s: %d failure(s)\n", g_failures ? "FAILED" : "PASSED", g_failures);

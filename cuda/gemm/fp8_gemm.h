@@ -150,8 +150,8 @@ cudaError_t launch_fp8_grouped_gemm(const GroupedGemmProblem& p, const GemmConfi
 // Weight-gradient GEMMs (wgrad): both operands quantized 1x128 along the contracted token axis T.
 //
 //   dense:      D[m, n] = sum_tb SFA[m, tb] * SFB[n, tb] * (A[m, tb*128 : +128] . B[n, same])
-//   k-grouped:  D[g, m, n] = the same sum over the k-blocks tb of group g only (G consecutive
-//               token ranges of whole 128-token blocks; see GroupedWgradGemmProblem).
+//   k-grouped:  D[g, m, n] = the same sum over the tokens of group g only (G consecutive token
+//               ranges of any length; see GroupedWgradGemmProblem).
 //
 // A e4m3 [M, T], B e4m3 [N, T], both K(=T)-major; D FP32 [M, N] (k-grouped: [G, M, N]) row-major.
 // Both scales are per row and 128-token block, MN-major: (m, tb) at sfa[tb * sfa_ld + m], (n, tb) at
@@ -168,12 +168,12 @@ struct WgradGemmProblem {
   int m, n, t;
 };
 
-// k-grouped: group g owns the tokens [off_g, off_g + group_sizes[g]), off_g = sum_{h<g} sizes[h].
-// The sizes (device int32 [G], read by the kernel only: no host synchronisation) must be multiples
-// of 128, i.e. the caller lays every group out on whole 128-token blocks (padding with zero tokens);
-// a size that is not is rounded up to whole blocks, negative sizes count as 0 and blocks past
-// cdiv(T, 128) are cut. D [G, M, N]: out[g] = A[:, tokens of g] @ B[:, tokens of g]^T; an empty
-// group's out[g] is written as zeros (every element of D is written).
+// k-grouped: group g owns the tokens [off_g, off_g + group_sizes[g]), off_g = sum_{h<g} sizes[h]:
+// any sizes, unpadded (device int32 [G], read by the kernel only: no host synchronisation);
+// negative sizes count as 0 and tokens past T are cut (jax.lax.ragged_dot's rule). A 128-token
+// scale block shared by two groups contributes to each only its own tokens, with the block's
+// scales. D [G, M, N]: out[g] = A[:, tokens of g] @ B[:, tokens of g]^T; an empty group's out[g] is
+// written as zeros (every element of D is written).
 struct GroupedWgradGemmProblem {
   const void* a;     // e4m3 [M, T]
   const void* b;     // e4m3 [N, T]
@@ -183,7 +183,7 @@ struct GroupedWgradGemmProblem {
   int sfb_ld;
   float* d;          // [G, M, N] f32
   int m, n, t, num_groups;
-  const int* group_sizes;  // device int32 [G], multiples of 128
+  const int* group_sizes;  // device int32 [G]
 };
 
 // Tiles compiled for the wgrad kernels (dense and k-grouped each, f32 output; multicast must be 1):

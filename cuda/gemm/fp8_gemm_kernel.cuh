@@ -52,9 +52,10 @@ constexpr int kBlockK = 128;               // K per pipeline stage = scaling blo
 constexpr int kWgmmaK = 32;                // K of one e4m3 wgmma
 constexpr int kNumProducerThreads = 128;   // warpgroup 0
 constexpr int kProducerRegisters = 40;     // setmaxnreg for the producer warpgroup
-// Named barriers: 0 = __syncthreads, 1 + wg = the epilogue of math warpgroup wg, this one = all
-// math threads (a tile's B scales are staged).
+// Named barriers: 0 = __syncthreads, 1 + wg = the epilogue of math warpgroup wg, 3 = all math
+// threads (a tile's B scales are staged), 4 = the masking warps of the producer warpgroup.
 constexpr uint32_t kMathBarrierId = 3;
+constexpr uint32_t kMaskBarrierId = 4;
 
 namespace detail {
 constexpr int const_gcd(int a, int b) { return b == 0 ? a : const_gcd(b, a % b); }
@@ -64,7 +65,9 @@ constexpr int const_gcd(int a, int b) { return b == 0 ? a : const_gcd(b, a % b);
 // A (SFB MN-major [cdiv(K,128)][sfb_ld], loaded per stage by TMA as BLOCK_N floats), and the
 // promotion multiplies each accumulator by sfa[row] * sfb[col]. Off: 128x128 B-scale blocks read
 // with __ldg (the forward / dgrad GEMMs).
-template <int BLOCK_M, int BLOCK_N, class Epilogue, bool kPerRowScaleB = false>
+// kMaskSharedBlocks (k-grouped weight gradients): a third mbarrier per stage, for the k-blocks
+// that two groups share (see the producer warpgroup's masking warps in the kernel).
+template <int BLOCK_M, int BLOCK_N, class Epilogue, bool kPerRowScaleB = false, bool kMaskSharedBlocks = false>
 struct GemmTraits {
   static_assert(BLOCK_M == 64 || BLOCK_M == 128 || BLOCK_M == 256,
                 "BLOCK_M: one or two math warpgroups of 64 rows, or two of two 64-row waves");
@@ -126,7 +129,7 @@ struct GemmTraits {
   static constexpr int kSfbSlotFloats = ((kSfbBoxCols * 4 + 127) / 128) * 32;
   static constexpr int kSmemSFB = 2 * kSfbSlotFloats * 4;
   static constexpr int kSmemD = Epilogue::kSmemBytes;
-  static constexpr int kSmemBarriers = 2 * 8;  // full + empty mbarrier per stage
+  static constexpr int kSmemBarriers = (kMaskSharedBlocks ? 3 : 2) * 8;  // full + empty (+ loaded) mbarrier per stage
   static constexpr int kSmemPerStage = kSmemAB + kSmemSFA + kSmemSFB + kSmemBarriers;
   static constexpr uint32_t kTxBytesPerStage = kSmemA + kSmemB + kSfaLoads * kSfaBoxRows * 4 + kSfbBoxCols * 4;
   static_assert(kSmemA % 1024 == 0 && kSmemB % 1024 == 0 && kSmemD % 1024 == 0,
@@ -240,6 +243,13 @@ template <class Scheduler>
 struct ZeroesUnwrittenRows<Scheduler, std::void_t<decltype(Scheduler::kZeroesUnwrittenRows)>>
     : std::integral_constant<bool, Scheduler::kZeroesUnwrittenRows> {};
 
+// k-grouped: whether k-block kb of the tile may hold tokens of another group (the tile's tokens
+// start or end inside it; masking a block cut by the end of T instead, which TMA fills with zeros
+// past T, is harmless).
+__device__ __forceinline__ bool shares_block(const TileInfo& t, int kb) {
+  return (kb == t.kb_begin && t.tok_begin % kBlockK != 0) || (kb == t.kb_end - 1 && t.tok_end % kBlockK != 0);
+}
+
 }  // namespace detail
 
 template <int BLOCK_M, int BLOCK_N, class Epilogue, class Scheduler, bool kPerRowScaleB = false>
@@ -253,8 +263,8 @@ __global__ void __launch_bounds__(GemmTraits<BLOCK_M, BLOCK_N, Epilogue, kPerRow
                          // f32 [kb][N] (pitch sfb_ld), box BLOCK_N x 1; kPerRowScaleB only (unused otherwise)
                          const __grid_constant__ CUtensorMap tmap_sfb) {
 #if defined(__CUDA_ARCH__) && (__CUDA_ARCH__ >= 900) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  using Traits = GemmTraits<BLOCK_M, BLOCK_N, Epilogue, kPerRowScaleB>;
   constexpr bool kTileKRange = detail::HasTileKRange<Scheduler>::value;
+  using Traits = GemmTraits<BLOCK_M, BLOCK_N, Epilogue, kPerRowScaleB, kTileKRange>;
   using Wgmma = ptx::WgmmaFp8<BLOCK_N>;
   constexpr int kNumAcc = Traits::kNumAcc;
   static_assert(Wgmma::kNumAcc == kNumAcc, "wgmma shape");
@@ -272,9 +282,12 @@ __global__ void __launch_bounds__(GemmTraits<BLOCK_M, BLOCK_N, Epilogue, kPerRow
   uint64_t* const full_bar = reinterpret_cast<uint64_t*>(
       smem_ab + num_stages * (Traits::kSmemAB + Traits::kSmemSFA + Traits::kSmemSFB));
   uint64_t* const empty_bar = full_bar + num_stages;
+  // k-grouped: the TMA loads of a k-block two groups share complete on loaded_bar; the masking
+  // warps then complete full_bar.
+  uint64_t* const loaded_bar = empty_bar + num_stages;
   // Two buffers of args.sfb_staged_floats B scales per math warpgroup (one tile's each; not with
   // per-row B scales).
-  float* const smem_sfb_tiles = reinterpret_cast<float*>(empty_bar + num_stages);
+  float* const smem_sfb_tiles = reinterpret_cast<float*>(empty_bar + (kTileKRange ? 2 : 1) * num_stages);
 
   // Warp index made warp-uniform explicitly (lets the compiler keep it in a uniform register).
   const uint32_t warp_idx = __shfl_sync(0xffffffffu, threadIdx.x / 32, 0);
@@ -297,6 +310,7 @@ __global__ void __launch_bounds__(GemmTraits<BLOCK_M, BLOCK_N, Epilogue, kPerRow
     for (int s = 0; s < num_stages; ++s) {
       ptx::mbar_init(&full_bar[s], 1);
       ptx::mbar_init(&empty_bar[s], cluster_size * Traits::kNumMathThreads / 32);
+      if constexpr (kTileKRange) ptx::mbar_init(&loaded_bar[s], 1);
     }
     ptx::fence_mbarrier_init();
   }
@@ -338,6 +352,8 @@ __global__ void __launch_bounds__(GemmTraits<BLOCK_M, BLOCK_N, Epilogue, kPerRow
           // "before" the barrier's first one, which counts as complete: no wait.
           ptx::mbar_wait(&empty_bar[stage], phase ^ 1);
           uint64_t* bar = &full_bar[stage];
+          if constexpr (kTileKRange)
+            if (detail::shares_block(tile, kb)) bar = &loaded_bar[stage];  // the masking warps finish it
           uint8_t* smem_a_stage = smem_ab + stage * Traits::kSmemAB;
           uint8_t* smem_b_stage = smem_a_stage + Traits::kSmemA;
           // Announce the bytes of the whole stage (also those multicast in by the peer CTA; TMA
@@ -375,6 +391,51 @@ __global__ void __launch_bounds__(GemmTraits<BLOCK_M, BLOCK_N, Epilogue, kPerRow
         for (int i = 0; i < num_stages; ++i) {
           ptx::mbar_wait(&empty_bar[stage], phase ^ 1);
           if (++stage == static_cast<uint32_t>(num_stages)) stage = 0, phase ^= 1;
+        }
+      }
+    } else if constexpr (kTileKRange) {
+      // Warps 1-3 (96 threads) mask the k-blocks two groups share (k-grouped wgrad: a group that
+      // starts or ends inside a 128-token block). They walk the same (tile, k-block) sequence as the
+      // producer; for such a block they wait for its loads (loaded_bar), zero the other group's
+      // tokens of A in shared memory (B's are then multiplied by zero), make the writes visible to
+      // the async proxy (the wgmmas) and complete full_bar, on which the math warpgroups wait as
+      // for any block. Their hot loop is untouched. Thread i takes logical 16-byte chunk i % 8
+      // (tokens 16 * (i % 8) ..) of rows i / 8 + 12 * j; the 128-byte swizzle stores it at chunk
+      // (i % 8) ^ (row % 8). loaded_bar[s] is used by masked blocks only: its phase is tracked per
+      // stage (bit s of loaded_phases).
+      if (warp_idx > 0) {
+        const int i = static_cast<int>(threadIdx.x) - 32, chunk = i % 8, first = 16 * chunk;
+        constexpr int kRowStep = (kNumProducerThreads - 32) / 8;
+        Scheduler scheduler(sched_params, cluster_size);
+        TileInfo tile;
+        uint32_t stage = 0, loaded_phases = 0;
+        while (scheduler.next(tile)) {
+          for (int kb = tile.kb_begin; kb < tile.kb_end; ++kb) {
+            if (detail::shares_block(tile, kb)) {
+              ptx::mbar_wait(&loaded_bar[stage], (loaded_phases >> stage) & 1u);
+              loaded_phases ^= 1u << stage;
+              const int lo = max(tile.tok_begin - kb * kBlockK, 0), hi = min(tile.tok_end - kb * kBlockK, kBlockK);
+              if (first < lo || first + 16 > hi) {  // this chunk holds tokens of another group
+                uint32_t keep[4];  // bytes of word w kept: tokens in [lo, hi) (little-endian)
+#pragma unroll
+                for (int w = 0; w < 4; ++w) {
+                  const int from = min(max(lo - first - 4 * w, 0), 4), to = min(max(hi - first - 4 * w, 0), 4);
+                  keep[w] = (to == 4 ? 0xffffffffu : (1u << (8 * to)) - 1u) & ~(from == 4 ? 0xffffffffu : (1u << (8 * from)) - 1u);
+                }
+                uint8_t* const a_stage = smem_ab + stage * Traits::kSmemAB;
+                for (int row = i / 8; row < BLOCK_M; row += kRowStep) {
+                  uint4* const p = reinterpret_cast<uint4*>(a_stage + row * kBlockK + ((chunk ^ (row % 8)) * 16));
+                  uint4 v = *p;
+                  v.x &= keep[0], v.y &= keep[1], v.z &= keep[2], v.w &= keep[3];
+                  *p = v;
+                }
+              }
+              ptx::fence_proxy_async_shared();
+              ptx::named_barrier_sync(kMaskBarrierId, kNumProducerThreads - 32);
+              if (i == 0) ptx::mbar_arrive(&full_bar[stage]);
+            }
+            if (++stage == static_cast<uint32_t>(num_stages)) stage = 0;
+          }
         }
       }
     } else if constexpr (detail::ZeroesUnwrittenRows<Scheduler>::value) {
@@ -760,7 +821,7 @@ using OutElement = typename std::conditional<kOut == OutDtype::kBF16, __nv_bfloa
 // Taking the kernel's address here instantiates it.
 template <int BLOCK_M, int BLOCK_N, class Epi, class Scheduler, bool kPerRowScaleB = false>
 KernelEntry make_kernel_entry(OutDtype out) {
-  using Traits = GemmTraits<BLOCK_M, BLOCK_N, Epi, kPerRowScaleB>;
+  using Traits = GemmTraits<BLOCK_M, BLOCK_N, Epi, kPerRowScaleB, detail::HasTileKRange<Scheduler>::value>;
   KernelEntry e;
   e.block_m = BLOCK_M;
   e.block_n = BLOCK_N;

@@ -43,6 +43,8 @@ struct TileInfo {
                      // arrivals); always false without clusters
   int kb_begin;    // k-blocks [kb_begin, kb_end) of this tile: only read when the scheduler has
   int kb_end;      // kTileKRange (k-grouped); may be empty (the tile's output is then zero)
+  int tok_begin;   // kTileKRange: the tile's tokens (K indices) [tok_begin, tok_end); the k-blocks at
+  int tok_end;     // either end may hold other tokens, which the math warpgroups mask out
 };
 
 // Block coordinates of tile `index` of a num_banded x num_other grid walked band by band, `band`
@@ -296,27 +298,30 @@ struct GroupedScheduler {
 // k-grouped weight gradient: out[g] = A[:, tokens of g] @ B[:, tokens of g]^T, g < G.
 //
 // A [M, T] and B [N, T] (T = tokens, the contracted axis; K of the kernel), D [G, M, N] viewed as
-// [G * M, N]. Group g owns the k-blocks [kb_g, kb_g + nb_g) with nb_g = cdiv(max(sizes[g], 0), 128)
-// and kb_g = sum_{h<g} nb_h, both clamped to num_k_blocks: the sizes are expected to be padded to
-// multiples of 128 tokens (the caller lays the groups out on whole 128-token blocks), a size that
-// is not is rounded up to whole k-blocks.
+// [G * M, N]. Group g owns the tokens [s_g, e_g) of the original layout (no padding): the sizes
+// are clamped as reference.clamp_group_sizes does (negative -> 0, cut at T), s_g = e_{g-1}. Its
+// k-blocks are [s_g / 128, cdiv(e_g, 128)), empty for an empty group. A group that starts or ends
+// inside a 128-token block shares that block with its neighbour: the math warpgroups zero the
+// other group's tokens of A in shared memory before the block's wgmmas (the kernel's
+// mask_foreign_tokens), so each block's products are exactly those of the group's tokens, with
+// the block's scales (what a layout padded per group would compute; no relayout pass).
 //
 // Every group has the same output tile grid num_m_blocks x num_n_blocks, so tile t belongs to group
 // t / tiles_per_group with no search; inside a group the dense scheduler's banded order (M fastest
-// in bands of `band` M-blocks). Tile t goes to CTA t % gridDim.x. The tile's k-range needs the
+// in bands of `band` M-blocks). Tile t goes to CTA t % gridDim.x. The tile's token range needs the
 // prefix sum of the sizes: a CTA's tile indices increase, so each scheduler keeps a cursor (group,
-// its first k-block) that only moves forward, reading each group size once over the whole kernel.
+// its token range) that only moves forward, reading each group size once over the whole kernel.
 // Tiles of an empty group have an empty k-range: the kernel writes their zero output (out[g] is
 // all zero), so no separate zero-fill is needed and no group's output is left unwritten.
 // A tile's rows: D rows g * M + [m_block * BLOCK_M, +BLOCK_M) (row_end = g * M + M: the epilogue
 // must mask rows past it, they belong to group g + 1), A / SFA rows m_block * BLOCK_M (TMA reads
 // rows >= M as zeros). No clusters (peer_active = multicast_a = multicast_b = false).
 struct KGroupedWgradSchedulerParams {
-  const int* sizes;  // device int32 [num_groups]: tokens per group, multiples of 128
+  const int* sizes;  // device int32 [num_groups]: tokens per group (any values; clamped)
   int num_groups;
   int m, n;
-  int num_k_blocks;  // cdiv(T, 128)
-  int band;          // M-blocks per band inside a group (>= 1)
+  int t;     // tokens T
+  int band;  // M-blocks per band inside a group (>= 1)
 };
 
 template <int BLOCK_M, int BLOCK_N>
@@ -328,23 +333,24 @@ struct KGroupedWgradScheduler {
   // quantities are recomputed from the params per tile (a few integer ops).
   Params p;
   int next_tile;
-  int group;         // cursor: group whose first k-block is group_kb (<= the next tile's group)
-  int group_kb;      // first k-block of `group` (saturated at num_k_blocks)
-  int group_blocks;  // k-blocks of `group`
+  int group;      // cursor: the group whose tokens are [group_begin, group_end) (<= the next tile's group)
+  int group_begin;
+  int group_end;  // both <= T
 
   __device__ __forceinline__ KGroupedWgradScheduler(const Params& params, uint32_t /*cluster_size*/)
       : p(params) {
     next_tile = static_cast<int>(blockIdx.x);
     group = 0;
-    group_kb = 0;
-    group_blocks = blocks_of(0);
+    group_begin = 0;
+    group_end = end_of(0, 0);
   }
 
-  __device__ __forceinline__ int blocks_of(int g) const {
-    if (g >= p.num_groups) return 0;
-    const int size = __ldg(p.sizes + g);
-    // In 64 bits: a size near INT32_MAX must not overflow the rounding.
-    return size <= 0 ? 0 : static_cast<int>((static_cast<long long>(size) + 127) / 128);
+  // End of group g's tokens given its start (clamped to T; 64-bit: a size near INT32_MAX must not
+  // overflow the sum).
+  __device__ __forceinline__ int end_of(int g, int begin) const {
+    if (g >= p.num_groups) return begin;
+    const long long size = max(__ldg(p.sizes + g), 0);
+    return static_cast<int>(min(static_cast<long long>(begin) + size, static_cast<long long>(p.t)));
   }
 
   __device__ __forceinline__ bool next(TileInfo& t) {
@@ -357,10 +363,9 @@ struct KGroupedWgradScheduler {
 
     const int g = tile / tiles_per_group;
     while (group < g) {
-      // Saturate at num_k_blocks: later groups are empty (and the sum cannot overflow).
-      group_kb = min(group_kb + group_blocks, p.num_k_blocks);
       ++group;
-      group_blocks = blocks_of(group);
+      group_begin = group_end;
+      group_end = end_of(group, group_begin);
     }
 
     const BandedPosition pos = banded_position(tile - g * tiles_per_group, p.band, num_m_blocks, num_n_blocks);
@@ -376,8 +381,10 @@ struct KGroupedWgradScheduler {
     t.sfb_offset = 0;
     t.multicast_a = t.multicast_b = false;
     t.peer_active = false;
-    t.kb_begin = group_kb;  // <= num_k_blocks
-    t.kb_end = min(group_kb + group_blocks, p.num_k_blocks);
+    t.tok_begin = group_begin;
+    t.tok_end = group_end;
+    t.kb_begin = group_begin / 128;
+    t.kb_end = group_end > group_begin ? (group_end + 127) / 128 : t.kb_begin;
     return true;
   }
 };

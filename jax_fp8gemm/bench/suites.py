@@ -296,7 +296,7 @@ WGRAD_CASES = [  # (groups, tokens per group, M, N): weight gradients [G,] M x N
 def wgrad_suite(progress: Progress) -> Iterator[dict]:
     """Weight-gradient GEMMs (1x128 scales along the token axis on both operands, FP32 out):
     fg.gemm_wgrad / fg.grouped_gemm_wgrad against XLA's bf16 dot of the same x^T @ dy (per group,
-    as one batched dot: the groups here are even)."""
+    as one batched dot of the even groups; ours also with uneven unpadded sizes, same total)."""
     for g, tokens, m, n in WGRAD_CASES:
         t = g * tokens
         flops = 2.0 * m * n * t / 1e12
@@ -315,6 +315,11 @@ def wgrad_suite(progress: Progress) -> Iterator[dict]:
         else:
             _measure(res, "ours", progress, lambda: time_jax(
                 fg.grouped_gemm_wgrad, [(*args, sizes) for args in q]), flops)
+            # Unpadded uneven sizes (same total): group boundaries inside 128-token blocks.
+            uneven = jnp.asarray(_group_sizes(t, g, True, np.random.default_rng(1)))
+            uneven_res: dict = {}
+            _measure(uneven_res, "ours", progress, lambda: time_jax(
+                fg.grouped_gemm_wgrad, [(*args, uneven) for args in q]), flops)
             _measure(res, "XLA bf16 batched dot", progress, lambda: time_jax(
                 lambda x, dy: jnp.einsum("gtm,gtn->gmn", x.reshape(g, tokens, m), dy.reshape(g, tokens, n),
                                          preferred_element_type=jnp.float32), list(zip(xs, dys))), flops)
@@ -322,6 +327,9 @@ def wgrad_suite(progress: Progress) -> Iterator[dict]:
         kind = "dense" if g == 1 else f"k-grouped {g}x{tokens} tokens"
         yield {"suite": "wgrad", "case": f"{kind} M{m} N{n} T{t}", "metric": "TFLOP/s", "ours": "ours",
                "results": res}
+        if g > 1:
+            yield {"suite": "wgrad", "case": f"{kind} uneven M{m} N{n} T{t}", "metric": "TFLOP/s",
+                   "ours": "ours", "results": uneven_res}
 
 
 SUITES = {"quantize": quantize_suite, "train": train_suite, "gemm": gemm_suite, "gemm-sweep": gemm_sweep_suite,
