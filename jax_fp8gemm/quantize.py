@@ -185,10 +185,20 @@ def _transpose_abstract(x, *, pow2_scale, blockwise):
 
 
 def _transpose_kernel(x, *, pow2_scale, blockwise):
-    out = tuple(jax.ShapeDtypeStruct(shape, dtype)
-                for shape, dtype in _transpose_shapes(x.shape, blockwise))
-    return jax.ffi.ffi_call("fp8gemm_quantize_transpose", out)(
+    """The kernel writes row-wise scales MN-major ([..., groups, rows]: coalesced, and what the
+    GEMMs load); they are handed on transposed to the usual layout, a transpose that XLA cancels
+    against the consumers' `mn_major_scales`."""
+    shapes = _transpose_shapes(x.shape, blockwise)
+    mn_major = lambda shape: (*shape[:-2], shape[-1], shape[-2])
+    if not blockwise:
+        shapes = tuple((mn_major(shape) if i % 2 else shape, dtype)
+                       for i, (shape, dtype) in enumerate(shapes))
+    q, s, qt, st = jax.ffi.ffi_call("fp8gemm_quantize_transpose", tuple(
+        jax.ShapeDtypeStruct(shape, dtype) for shape, dtype in shapes))(
         x, pow2_scale=pow2_scale, blockwise=blockwise)
+    if not blockwise:
+        s, st = jnp.swapaxes(s, -1, -2), jnp.swapaxes(st, -1, -2)
+    return q, s, qt, st
 
 
 def _transpose_reference(x, *, pow2_scale, blockwise):

@@ -28,12 +28,14 @@ def profile(step, state, data, steps, top):
             state, loss = step(state, *data[i % len(data)])
         jax.block_until_ready(loss)
     per_kernel = collections.Counter()
+    launches = 0
     for e in prof.key_averages():
         t = getattr(e, "device_time_total", getattr(e, "cuda_time_total", 0))
         if t > 0:
             per_kernel[e.key] += t / steps
+            launches += e.count
     total = sum(per_kernel.values())
-    print(f"  GPU kernel time per step: {total / 1e3:.2f} ms")
+    print(f"  GPU kernel time per step: {total / 1e3:.2f} ms in {launches / steps:.0f} kernels")
     for name, t in per_kernel.most_common(top):
         print(f"  {t / 1e3:7.3f} ms {100 * t / total:5.1f}%  {name[:110]}")
 

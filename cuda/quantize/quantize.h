@@ -23,8 +23,9 @@ cudaError_t launch_quantize_blockwise(const void* x, InDtype dtype, int64_t batc
 
 // Fused quantize + transpose, x [batch, rows, cols] -> q [batch, rows, cols] and its transpose
 // qt [batch, cols, rows], e4m3, in one pass (quantize_transpose.cu):
-//   row-wise (blockwise = false): q, s = rowwise(x)   s  [batch, rows, cdiv(cols, 128)]
-//                                 qt, st = rowwise(x^T) st [batch, cols, cdiv(rows, 128)]
+//   row-wise (blockwise = false): q, s = rowwise(x), qt, st = rowwise(x^T), the scales MN-major:
+//                                 s  [batch, cdiv(cols, 128), rows]  (s[.., kb, r] = scale of row r, group kb)
+//                                 st [batch, cdiv(rows, 128), cols]
 //   blockwise: q, s = blockwise(x) s [batch, cdiv(rows,128), cdiv(cols,128)]; qt = q^T, st = s^T.
 cudaError_t launch_quantize_transpose(const void* x, InDtype dtype, bool blockwise, int64_t batch,
                                       int64_t rows, int64_t cols, bool pow2_scale, void* q,

@@ -3,7 +3,10 @@
 //   row-wise mode:  q  = quantize_rowwise(x)    (1x128 groups along cols)  -> the GEMM operand
 //                   qt = quantize_rowwise(x.T)  (1x128 groups along rows)  -> the wgrad operand
 //   blockwise mode: q  = quantize_blockwise(x), qt = its transpose (same 128x128 block scales)
-// Bitwise the reference's math (quantize_math.cuh).
+// Bitwise the reference's math (quantize_math.cuh). Row-wise scales are written MN-major
+// (s as [cdiv(cols,128), rows], st as [cdiv(rows,128), cols]): a tile's 128 scales of each kind
+// are then one contiguous 512-byte run instead of 128 scattered floats (+4-7% throughput,
+// RESULTS.md session 12), and it is the layout the GEMMs load anyway.
 //
 // One CTA of 256 threads per 128x128 tile. Thread t = 16 * g + l (g < 16 half warps, l < 16)
 // holds the 8 consecutive rows 8g .. 8g+7 at the 8 columns 8l .. 8l+7: a row's 128 values sit in
@@ -170,12 +173,12 @@ __global__ void __launch_bounds__(kThreads, 2)  // two CTAs per SM: one loads wh
       const float scale = scale_from_amax(amax, pow2);
       col_scale[threadIdx.x] = scale;
       const int64_t c = ct * kGroup + threadIdx.x;
-      if (c < cols) st[(batch * cols + c) * row_tiles + rt] = scale;
+      if (c < cols) st[(batch * row_tiles + rt) * cols + c] = scale;  // MN-major: 512 B per tile
     }
     if (l == 0) {
 #pragma unroll
       for (int p = 0; p < kRowsPerThread; ++p)
-        if (row0 + p < rows) s[(batch * rows + row0 + p) * col_tiles + ct] = row_s[p];
+        if (row0 + p < rows) s[(batch * col_tiles + ct) * rows + row0 + p] = row_s[p];  // MN-major
     }
   }
 
