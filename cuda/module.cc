@@ -10,6 +10,7 @@ namespace fp8gemm {
 extern "C" XLA_FFI_Error* kQuantizeRowwise(XLA_FFI_CallFrame*);
 extern "C" XLA_FFI_Error* kQuantizeBlockwise(XLA_FFI_CallFrame*);
 extern "C" XLA_FFI_Error* kQuantizeTranspose(XLA_FFI_CallFrame*);
+extern "C" XLA_FFI_Error* kQuantizeTransposeActGrad(XLA_FFI_CallFrame*);
 extern "C" XLA_FFI_Error* kFp8Gemm(XLA_FFI_CallFrame*);
 extern "C" XLA_FFI_Error* kFp8GroupedGemm(XLA_FFI_CallFrame*);
 extern "C" XLA_FFI_Error* kFp8GroupedGemmMasked(XLA_FFI_CallFrame*);
@@ -30,6 +31,7 @@ NB_MODULE(_cuda, m) {
     d["fp8gemm_quantize_rowwise"] = capsule(fp8gemm::kQuantizeRowwise);
     d["fp8gemm_quantize_blockwise"] = capsule(fp8gemm::kQuantizeBlockwise);
     d["fp8gemm_quantize_transpose"] = capsule(fp8gemm::kQuantizeTranspose);
+    d["fp8gemm_quantize_transpose_act_grad"] = capsule(fp8gemm::kQuantizeTransposeActGrad);
     d["fp8gemm_gemm"] = capsule(fp8gemm::kFp8Gemm);
     d["fp8gemm_grouped_gemm"] = capsule(fp8gemm::kFp8GroupedGemm);
     d["fp8gemm_grouped_gemm_masked"] = capsule(fp8gemm::kFp8GroupedGemmMasked);

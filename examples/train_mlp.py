@@ -27,19 +27,20 @@ from ab_training import ClassHead, add_task_args, report, teacher_batches, train
 
 
 class MLPStack(nnx.Module):
-    """Residual MLP blocks; with `classes`, a ClassHead gives class logits."""
+    """Residual MLP blocks, x + down(gelu(up(norm(x)))); with `classes`, a ClassHead gives class
+    logits. FP8: each block is one fgf.MLP (fg.fp8_mlp, gelu fused into the quantizations);
+    bf16: the same layer with use_fp8=False, i.e. two bf16 matmuls around jax.nn.gelu, as two
+    nnx.Linear layers compute them. Same parameters, same initialization."""
 
     def __init__(self, d_model, d_ff, layers, fp8, rngs, classes=0):
-        make = fgf.Linear if fp8 else nnx.Linear
-        kw = dict(dtype=jnp.bfloat16, use_bias=False)
-        self.ups = nnx.List([make(d_model, d_ff, rngs=rngs, **kw) for _ in range(layers)])
-        self.downs = nnx.List([make(d_ff, d_model, rngs=rngs, **kw) for _ in range(layers)])
+        self.blocks = nnx.List([fgf.MLP(d_model, d_ff, use_fp8=fp8, dtype=jnp.bfloat16, rngs=rngs)
+                                for _ in range(layers)])
         self.norm = nnx.RMSNorm(d_model, rngs=rngs)
         self.head = ClassHead(d_model, classes, rngs) if classes else None
 
     def __call__(self, x):
-        for up, down in zip(self.ups, self.downs):
-            x = x + down(jax.nn.gelu(up(self.norm(x))))
+        for block in self.blocks:
+            x = x + block(self.norm(x))
         return x if self.head is None else self.head(x)
 
 

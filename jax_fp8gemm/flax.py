@@ -1,6 +1,7 @@
 """Flax layers that train in FP8 (1x128 / 128x128 block scaling, FP8 forward and backward).
 
-NNX:   `Linear` (nnx.Linear with fg.dot_general), `MoE` (top-k routed experts on fg.ragged_dot).
+NNX:   `Linear` (nnx.Linear with fg.dot_general), `MLP` (act(x @ up) @ down as one fg.fp8_mlp, the
+       activation fused into the quantizations), `MoE` (top-k routed experts on fg.ragged_dot).
 Linen: `Dense` (nn.Dense with fg.dot_general).
 Any existing layer can also take the drop-in directly: `nnx.Linear(..., dot_general=fg.dot_general)`
 or `nn.Dense(..., dot_general=fg.dot_general)`. No extra state: scales are computed on the fly.
@@ -14,6 +15,7 @@ import jax.numpy as jnp
 from flax import nnx
 
 from .dot import dot_general, fp8_weight
+from .mlp import fp8_mlp
 from .parallel import expert_mlp, route
 
 
@@ -44,6 +46,33 @@ class Dense(nn.Dense):
     """flax.linen.Dense whose matmul runs in FP8."""
 
     dot_general: object = dot_general
+
+
+class MLP(nnx.Module):
+    """act(x @ up) @ down without biases (a transformer MLP block) as one FP8 op, fg.fp8_mlp: the
+    activation is applied inside the quantization passes, so act(u) and its gradient are never
+    written out. `use_fp8=False` runs the same layer as two bf16 (compute dtype) matmuls around
+    jax.nn.gelu, what two nnx.Linear layers compute, for A/B comparisons. Parameters: `up` [in,
+    hidden], `down` [hidden, out], lecun_normal, in param_dtype."""
+
+    def __init__(self, in_features: int, hidden_features: int, out_features: int | None = None, *,
+                 activation: str = "gelu", use_fp8: bool = True, dtype=jnp.bfloat16,
+                 param_dtype=jnp.float32, kernel_init=nnx.initializers.lecun_normal(),
+                 rngs: nnx.Rngs):
+        out_features = in_features if out_features is None else out_features
+        self.up = nnx.Param(kernel_init(rngs.params(), (in_features, hidden_features), param_dtype))
+        self.down = nnx.Param(kernel_init(rngs.params(), (hidden_features, out_features), param_dtype))
+        self.activation, self.use_fp8, self.dtype = activation, use_fp8, dtype
+
+    def __call__(self, x: jax.Array) -> jax.Array:
+        x = jnp.asarray(x, self.dtype)
+        if self.use_fp8:
+            return fp8_mlp(x, fp8_weight(self.up[...], self.dtype), fp8_weight(self.down[...], self.dtype),
+                           self.activation)
+        if self.activation != "gelu":
+            raise ValueError(f"MLP: activation must be 'gelu', got {self.activation!r}")
+        h = jax.nn.gelu(x @ jnp.asarray(self.up[...], self.dtype))
+        return h @ jnp.asarray(self.down[...], self.dtype)
 
 
 class MoE(nnx.Module):

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jax.core import ShapedArray
 
 from . import _checks, _primitive, _sharding, reference
@@ -177,33 +178,49 @@ def _transpose_shapes(x_shape, blockwise):
             (scale(t_shape), jnp.float32))
 
 
-def _transpose_abstract(x, *, pow2_scale, blockwise):
+_ACTIVATION_CODES = {None: 0, "gelu": 1}  # cuda/quantize/quantize_math.cuh Act (the grad: 2)
+
+
+def _check_activation(op, activation):
+    if activation not in _ACTIVATION_CODES:
+        raise ValueError(f"{op}: activation must be one of {sorted(map(str, _ACTIVATION_CODES))}, "
+                         f"got {activation!r}")
+
+
+def _transpose_abstract(x, *, pow2_scale, blockwise, activation):
     op = "quantize_blockwise_transpose" if blockwise else "quantize_rowwise_transpose"
     _checks.dtype_in(op, "x", x, _checks.FLOAT_INPUTS)
     _checks.rank(op, "x", x, 2, "[..., R, C]", at_least=True)
+    _check_activation(op, activation)
     return tuple(ShapedArray(shape, dtype) for shape, dtype in _transpose_shapes(x.shape, blockwise))
 
 
-def _transpose_kernel(x, *, pow2_scale, blockwise):
+def _transpose_ffi(target, inputs, *, row_wise, **attrs):
     """The kernel writes row-wise scales MN-major ([..., groups, rows]: coalesced, and what the
     GEMMs load); they are handed on transposed to the usual layout, a transpose that XLA cancels
     against the consumers' `mn_major_scales`."""
-    shapes = _transpose_shapes(x.shape, blockwise)
+    shapes = _transpose_shapes(inputs[0].shape, not row_wise)
     mn_major = lambda shape: (*shape[:-2], shape[-1], shape[-2])
-    if not blockwise:
+    if row_wise:
         shapes = tuple((mn_major(shape) if i % 2 else shape, dtype)
                        for i, (shape, dtype) in enumerate(shapes))
-    q, s, qt, st = jax.ffi.ffi_call("fp8gemm_quantize_transpose", tuple(
-        jax.ShapeDtypeStruct(shape, dtype) for shape, dtype in shapes))(
-        x, pow2_scale=pow2_scale, blockwise=blockwise)
-    if not blockwise:
+    q, s, qt, st = jax.ffi.ffi_call(target, tuple(
+        jax.ShapeDtypeStruct(shape, dtype) for shape, dtype in shapes))(*inputs, **attrs)
+    if row_wise:
         s, st = jnp.swapaxes(s, -1, -2), jnp.swapaxes(st, -1, -2)
     return q, s, qt, st
 
 
-def _transpose_reference(x, *, pow2_scale, blockwise):
+def _transpose_kernel(x, *, pow2_scale, blockwise, activation):
+    return _transpose_ffi("fp8gemm_quantize_transpose", (x,), row_wise=not blockwise, pow2_scale=pow2_scale,
+                          blockwise=blockwise, activation=np.int32(_ACTIVATION_CODES[activation]))
+
+
+def _transpose_reference(x, *, pow2_scale, blockwise, activation):
     if blockwise:
         return reference.quantize_blockwise_transpose(x, pow2_scale)
+    if activation is not None:
+        x = reference.activate(x, activation)
     return reference.quantize_rowwise_transpose(x, pow2_scale)
 
 
@@ -213,19 +230,74 @@ quantize_transpose_p = _primitive.define(
     partition=_transpose_partition())
 
 
-def quantize_rowwise_transpose(x: jax.Array, *, pow2_scale: bool = False):
+def quantize_rowwise_transpose(x: jax.Array, *, pow2_scale: bool = False, activation=None):
     """x [..., R, C] -> (q, s, qt, st) in one pass over x (the fused kernel on Hopper):
     q, s = quantize_rowwise(x) and qt, st = quantize_rowwise(x^T) (qt [..., C, R], 1x128 groups
-    along R). Training uses both: q for the forward/dgrad GEMM, qt for the weight gradient."""
+    along R). Training uses both: q for the forward/dgrad GEMM, qt for the weight gradient.
+    activation="gelu": the same for gelu(x) (reference.ACTIVATIONS), computed on the fly and
+    rounded to x's dtype, never written out."""
     return tuple(quantize_transpose_p.bind(jnp.asarray(x), pow2_scale=bool(pow2_scale),
-                                           blockwise=False))
+                                           blockwise=False, activation=activation))
+
+
+# The gradient through a fused activation: g * act'(u), quantized both ways in one pass.
+def _act_grad_abstract(g, u, *, pow2_scale, activation):
+    op = "quantize_rowwise_transpose_act_grad"
+    _checks.dtype_in(op, "g", g, _checks.FLOAT_INPUTS)
+    _checks.rank(op, "g", g, 2, "[..., R, C]", at_least=True)
+    if u.shape != g.shape or u.dtype != g.dtype:
+        raise ValueError(f"{op}: u must have g's shape and dtype {g.shape} {g.dtype}, "
+                         f"got {u.shape} {u.dtype}")
+    _check_activation(op, activation)
+    if activation is None:
+        raise ValueError(f"{op}: activation is required")
+    return _transpose_abstract(g, pow2_scale=pow2_scale, blockwise=False, activation=activation)
+
+
+def _act_grad_kernel(g, u, *, pow2_scale, activation):
+    assert activation == "gelu"
+    return _transpose_ffi("fp8gemm_quantize_transpose_act_grad", (g, u), row_wise=True,
+                          pow2_scale=pow2_scale, activation=np.int32(1))
+
+
+def _act_grad_reference(g, u, *, pow2_scale, activation):
+    return reference.quantize_rowwise_transpose(reference.activation_grad(g, u, activation), pow2_scale)
+
+
+def _act_grad_partition():
+    base = _transpose_partition()
+
+    def rule(g, u, **params):
+        r, data, outs = _transpose_factors(g.shape, blockwise=False)
+        return r.build([data, data], outs)
+
+    def plan(layout, g, u, **params):
+        p = base.plan(layout, g, blockwise=False)
+        return Plan(in_specs=p.in_specs * 2, out_specs=p.out_specs, local=lambda run, g, u: run(g, u))
+
+    return _sharding.Partition(rule, plan)
+
+
+quantize_act_grad_transpose_p = _primitive.define(
+    "quantize_act_grad_transpose", abstract_eval=_act_grad_abstract, reference=_act_grad_reference,
+    kernel=_act_grad_kernel, batching_rule=_primitive.batch_leading_axes, multiple_results=True,
+    partition=_act_grad_partition())
+
+
+def quantize_rowwise_transpose_act_grad(g: jax.Array, u: jax.Array, activation: str, *,
+                                        pow2_scale: bool = False):
+    """quantize_rowwise_transpose(g * act'(u)) in one pass over g and u (the product, in g's
+    dtype, is never written out): the gradient of act(u) quantized for the dgrad and wgrad GEMMs."""
+    return tuple(quantize_act_grad_transpose_p.bind(jnp.asarray(g), jnp.asarray(u),
+                                                    pow2_scale=bool(pow2_scale),
+                                                    activation=activation))
 
 
 def quantize_blockwise_transpose(w: jax.Array, *, pow2_scale: bool = False):
     """w [..., R, C] -> (q, s, qt, st) in one pass: q, s = quantize_blockwise(w) and
     qt, st = quantize_blockwise(w^T), which are q^T and s^T (the forward and the dgrad operand)."""
     return tuple(quantize_transpose_p.bind(jnp.asarray(w), pow2_scale=bool(pow2_scale),
-                                           blockwise=True))
+                                           blockwise=True, activation=None))
 
 
 # ---------------------------------------------------------------- dequantize (for checks)

@@ -95,6 +95,41 @@ def quantize_rowwise_transpose(x: jax.Array, pow2_scale: bool = False):
     return q, s, qt, st
 
 
+# Activations the row-wise quantize + transpose can apply on the fly (fp8_mlp's hidden layer):
+# forward act(u), and the gradient g * act'(u), computed in float32 and rounded to the input's
+# dtype (as an unfused pass would store them). gelu is jax.nn.gelu's tanh form, with
+# (1 + tanh(z)) / 2 evaluated as sigmoid(2z) (no cancellation for z << 0); the kernels use the same
+# formulas (cuda/quantize/quantize_math.cuh).
+_GELU_C0 = 0.7978845608028654  # sqrt(2 / pi)
+_GELU_C1 = 0.044715
+
+
+def _gelu_sigmoid(u):
+    z = _GELU_C0 * (u + _GELU_C1 * (u * u * u))
+    return 1.0 / (1.0 + jnp.exp(-2.0 * z))
+
+
+def _gelu(u):
+    return u * _gelu_sigmoid(u)
+
+
+def _gelu_grad(u):
+    p = _gelu_sigmoid(u)
+    return p + 2.0 * u * (p * (1.0 - p)) * (_GELU_C0 * (1.0 + 3.0 * _GELU_C1 * (u * u)))
+
+
+ACTIVATIONS = {"gelu": (_gelu, _gelu_grad)}  # name -> (act, act'); gelu = jax.nn.gelu's tanh form
+
+
+def activate(x: jax.Array, activation: str) -> jax.Array:
+    return ACTIVATIONS[activation][0](x.astype(jnp.float32)).astype(x.dtype)
+
+
+def activation_grad(g: jax.Array, u: jax.Array, activation: str) -> jax.Array:
+    """g * act'(u), in g's dtype."""
+    return (g.astype(jnp.float32) * ACTIVATIONS[activation][1](u.astype(jnp.float32))).astype(g.dtype)
+
+
 def quantize_blockwise_transpose(w: jax.Array, pow2_scale: bool = False):
     """w [..., R, C] -> (q, s) = quantize_blockwise(w) and its transpose (qt, st) = (q^T, s^T),
     which is quantize_blockwise(w^T): a 128x128 block has one scale in either orientation."""

@@ -56,28 +56,66 @@ ffi::Error QuantizeBlockwise(cudaStream_t stream, ffi::AnyBuffer x,
       "quantize_blockwise launch");
 }
 
+// Checks of the fused quantize + transpose outputs for x [..., rows, cols]; fills the sizes.
+ffi::Error check_transpose_outputs(const std::string& op, const ffi::AnyBuffer& x, const ffi::AnyBuffer& q,
+                                   const ffi::AnyBuffer& qt, int64_t s_elems, int64_t st_elems, bool blockwise,
+                                   int64_t* batch, int64_t* rows, int64_t* cols) {
+  const auto dims = x.dimensions();
+  if (dims.size() < 2) return invalid(op + ": x must have rank >= 2");
+  *rows = dims[dims.size() - 2], *cols = dims.back();
+  *batch = ffi_util::leading_size(dims, 2);
+  for (const ffi::AnyBuffer* out : {&q, &qt})
+    if (out->element_type() != ffi::F8E4M3FN || out->element_count() != x.element_count())
+      return invalid(op + ": q and qt must be float8_e4m3fn with x's element count");
+  const int64_t s_count = blockwise ? cdiv(*rows, kGroup) * cdiv(*cols, kGroup) : *rows * cdiv(*cols, kGroup);
+  const int64_t st_count = blockwise ? s_count : *cols * cdiv(*rows, kGroup);
+  if (s_elems != *batch * s_count || st_elems != *batch * st_count)
+    return invalid(op + ": s / st hold the wrong number of scales");
+  return ffi::Error::Success();
+}
+
 ffi::Error QuantizeTranspose(cudaStream_t stream, ffi::AnyBuffer x,
                              ffi::Result<ffi::AnyBuffer> q, ffi::Result<ffi::Buffer<ffi::F32>> s,
                              ffi::Result<ffi::AnyBuffer> qt, ffi::Result<ffi::Buffer<ffi::F32>> st,
-                             bool pow2_scale, bool blockwise) {
+                             bool pow2_scale, bool blockwise, int32_t activation) {
+  const std::string op = "quantize_transpose";
   auto dtype = input_dtype(x);
   if (dtype.has_error()) return dtype.error();
-  const auto dims = x.dimensions();
-  if (dims.size() < 2) return invalid("quantize_transpose: x must have rank >= 2");
-  const int64_t rows = dims[dims.size() - 2], cols = dims.back();
-  const int64_t batch = ffi_util::leading_size(dims, 2);
-  for (auto* out : {&q, &qt})
-    if ((*out)->element_type() != ffi::F8E4M3FN || (*out)->element_count() != x.element_count())
-      return invalid("quantize_transpose: q and qt must be float8_e4m3fn with x's element count");
-  const int64_t s_count = blockwise ? cdiv(rows, kGroup) * cdiv(cols, kGroup) : rows * cdiv(cols, kGroup);
-  const int64_t st_count = blockwise ? s_count : cols * cdiv(rows, kGroup);
-  if (s->element_count() != batch * s_count || st->element_count() != batch * st_count)
-    return invalid("quantize_transpose: s / st hold the wrong number of scales");
+  if (activation != 0 && (blockwise || activation != 1)) return invalid(op + ": activation must be 0 or 1 (gelu), row-wise");
+  int64_t batch, rows, cols;
+  if (auto err = check_transpose_outputs(op, x, *q, *qt, s->element_count(), st->element_count(), blockwise,
+                                         &batch, &rows, &cols);
+      err.failure())
+    return err;
   return ffi_util::cuda_error(
       launch_quantize_transpose(x.untyped_data(), dtype.value(), blockwise, batch, rows, cols,
                                 pow2_scale, q->untyped_data(), s->typed_data(),
-                                qt->untyped_data(), st->typed_data(), stream),
-      "quantize_transpose launch");
+                                qt->untyped_data(), st->typed_data(), stream, activation),
+      (op + " launch").c_str());
+}
+
+// The gradient of a fused activation: quantizes g * act'(u) (row-wise), g and u of one shape and dtype.
+ffi::Error QuantizeTransposeActGrad(cudaStream_t stream, ffi::AnyBuffer g, ffi::AnyBuffer u,
+                                    ffi::Result<ffi::AnyBuffer> q, ffi::Result<ffi::Buffer<ffi::F32>> s,
+                                    ffi::Result<ffi::AnyBuffer> qt, ffi::Result<ffi::Buffer<ffi::F32>> st,
+                                    bool pow2_scale, int32_t activation) {
+  const std::string op = "quantize_transpose_act_grad";
+  auto dtype = input_dtype(g);
+  if (dtype.has_error()) return dtype.error();
+  if (u.element_type() != g.element_type() || u.dimensions().size() != g.dimensions().size() ||
+      u.element_count() != g.element_count())
+    return invalid(op + ": u must have g's shape and dtype");
+  if (activation != 1) return invalid(op + ": activation must be 1 (gelu)");
+  int64_t batch, rows, cols;
+  if (auto err = check_transpose_outputs(op, g, *q, *qt, s->element_count(), st->element_count(),
+                                         /*blockwise=*/false, &batch, &rows, &cols);
+      err.failure())
+    return err;
+  return ffi_util::cuda_error(
+      launch_quantize_transpose(g.untyped_data(), dtype.value(), /*blockwise=*/false, batch, rows, cols,
+                                pow2_scale, q->untyped_data(), s->typed_data(), qt->untyped_data(),
+                                st->typed_data(), stream, /*activation=*/2, u.untyped_data()),
+      (op + " launch").c_str());
 }
 
 }  // namespace
@@ -110,7 +148,21 @@ XLA_FFI_DEFINE_HANDLER_SYMBOL(kQuantizeTranspose, QuantizeTranspose,
                                   .Ret<ffi::AnyBuffer>()
                                   .Ret<ffi::Buffer<ffi::F32>>()
                                   .Attr<bool>("pow2_scale")
-                                  .Attr<bool>("blockwise"),
+                                  .Attr<bool>("blockwise")
+                                  .Attr<int32_t>("activation"),
+                              {ffi::Traits::kCmdBufferCompatible});
+
+XLA_FFI_DEFINE_HANDLER_SYMBOL(kQuantizeTransposeActGrad, QuantizeTransposeActGrad,
+                              ffi::Ffi::Bind()
+                                  .Ctx<ffi::PlatformStream<cudaStream_t>>()
+                                  .Arg<ffi::AnyBuffer>()
+                                  .Arg<ffi::AnyBuffer>()
+                                  .Ret<ffi::AnyBuffer>()
+                                  .Ret<ffi::Buffer<ffi::F32>>()
+                                  .Ret<ffi::AnyBuffer>()
+                                  .Ret<ffi::Buffer<ffi::F32>>()
+                                  .Attr<bool>("pow2_scale")
+                                  .Attr<int32_t>("activation"),
                               {ffi::Traits::kCmdBufferCompatible});
 
 }  // namespace fp8gemm

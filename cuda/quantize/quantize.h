@@ -27,8 +27,11 @@ cudaError_t launch_quantize_blockwise(const void* x, InDtype dtype, int64_t batc
 //                                 s  [batch, cdiv(cols, 128), rows]  (s[.., kb, r] = scale of row r, group kb)
 //                                 st [batch, cdiv(rows, 128), cols]
 //   blockwise: q, s = blockwise(x) s [batch, cdiv(rows,128), cdiv(cols,128)]; qt = q^T, st = s^T.
+// activation (row-wise only; quantize_math.cuh Act): 0 = none, 1 = quantize gelu(x),
+// 2 = quantize x * gelu'(u) with u [batch, rows, cols] of x's dtype (else unused, may be null).
 cudaError_t launch_quantize_transpose(const void* x, InDtype dtype, bool blockwise, int64_t batch,
                                       int64_t rows, int64_t cols, bool pow2_scale, void* q,
-                                      float* s, void* qt, float* st, cudaStream_t stream);
+                                      float* s, void* qt, float* st, cudaStream_t stream,
+                                      int activation = 0, const void* u = nullptr);
 
 }  // namespace fp8gemm

@@ -69,6 +69,50 @@ __device__ __forceinline__ void load_vec(const T* p, int valid, float (&v)[kVec]
   }
 }
 
+// Activations fused into the row-wise quantize + transpose (an MLP's hidden layer, quantized for
+// the down projection without materializing act(u); jax_fp8gemm/mlp.py):
+//   kGelu:     x -> gelu(x)               (jax.nn.gelu, approximate=True: x * (1 + tanh(z)) / 2,
+//                                          z = sqrt(2/pi) * (x + 0.044715 x^3))
+//   kGeluGrad: (g, u) -> g * gelu'(u)     (the hidden layer's gradient, from the down projection's
+//                                          dgrad g and the saved pre-activation u)
+// Computed in float32 and rounded to the input dtype, as the unfused XLA path stores its result.
+// (1 + tanh(z)) / 2 is evaluated as sigmoid(2z) = 1 / (1 + exp(-2z)), the same function without
+// the cancellation of 1 + tanh(z) for z << 0 (there, tanh's last-bit error is the whole result);
+// 1 - tanh(z)^2 = 4 sigmoid(2z) (1 - sigmoid(2z)). reference.py uses the same formulas.
+enum class Act : int { kNone = 0, kGelu = 1, kGeluGrad = 2 };
+
+constexpr float kGeluC0 = 0.7978845608028654f;  // sqrt(2 / pi)
+constexpr float kGeluC1 = 0.044715f;
+
+// sigmoid(2z) for gelu's z at x (exp overflows to inf for z << 0: the result is then 0, no NaN).
+__device__ __forceinline__ float gelu_sigmoid(float x) {
+  const float z = kGeluC0 * (x + kGeluC1 * (x * x * x));
+  return 1.0f / (1.0f + expf(-2.0f * z));
+}
+
+__device__ __forceinline__ float gelu(float x) { return x * gelu_sigmoid(x); }
+
+__device__ __forceinline__ float gelu_grad(float u) {
+  const float p = gelu_sigmoid(u);
+  return p + 2.0f * u * (p * (1.0f - p)) * (kGeluC0 * (1.0f + 3.0f * kGeluC1 * (u * u)));
+}
+
+template <Act kAct>
+__device__ __forceinline__ float activate(float x, float u) {
+  if constexpr (kAct == Act::kGelu) return gelu(x);
+  else if constexpr (kAct == Act::kGeluGrad) return x * gelu_grad(u);
+  else return x;
+}
+
+template <typename T>
+__device__ __forceinline__ T from_float(float v);
+template <>
+__device__ __forceinline__ float from_float<float>(float v) { return v; }
+template <>
+__device__ __forceinline__ __nv_bfloat16 from_float<__nv_bfloat16>(float v) { return __float2bfloat16_rn(v); }
+template <>
+__device__ __forceinline__ __half from_float<__half>(float v) { return __float2half_rn(v); }
+
 // Converts v * inv to e4m3 with saturation (satfinite == reference's clip(-448, 448) then cast;
 // NaN stays NaN). inv = 1/s, IEEE-divided once per group: a product with the reciprocal rather
 // than a division per element, because XLA turns x / broadcast(s) into exactly this, so the

@@ -46,11 +46,14 @@ __device__ __forceinline__ float magnitude_to_float(uint32_t bits) {
     return __half2float(__ushort_as_half(static_cast<unsigned short>(bits)));
 }
 
-template <typename T, bool kAlignedIn, bool kAlignedT, bool kBlockwise>
+// kAct (row-wise only): the values quantized are act(x) (kGelu) or x * act'(u) (kGeluGrad, u of
+// x's shape), rounded to T, computed right after the loads.
+template <typename T, bool kAlignedIn, bool kAlignedT, bool kBlockwise, Act kAct>
 __global__ void __launch_bounds__(kThreads, 2)  // two CTAs per SM: one loads while one stores
-    quantize_transpose_kernel(const T* __restrict__ x, int64_t rows, int64_t cols, bool pow2,
-                              uint8_t* __restrict__ q, float* __restrict__ s,
+    quantize_transpose_kernel(const T* __restrict__ x, const T* __restrict__ u, int64_t rows, int64_t cols,
+                              bool pow2, uint8_t* __restrict__ q, float* __restrict__ s,
                               uint8_t* __restrict__ qt, float* __restrict__ st) {
+  static_assert(kAct == Act::kNone || !kBlockwise, "activations come with row-wise scaling");
   constexpr bool kPacked = kAlignedIn && sizeof(T) == 2;
   __shared__ __align__(16) uint8_t tile_t[kGroup * kGroup];
   __shared__ float part_amax[kWarps][kGroup];     // per-warp column amax (row-wise mode)
@@ -67,6 +70,7 @@ __global__ void __launch_bounds__(kThreads, 2)  // two CTAs per SM: one loads wh
   const int64_t col = ct * kGroup + l * kVec;              // first of this thread's columns
   const int valid = chunk_valid(col, cols);
   x += batch * rows * cols;
+  if constexpr (kAct == Act::kGeluGrad) u += batch * rows * cols;
   q += batch * rows * cols;
   qt += batch * rows * cols;
 
@@ -92,6 +96,32 @@ __global__ void __launch_bounds__(kThreads, 2)  // two CTAs per SM: one loads wh
       load_vec<T, true>(src, row_valid, v[p]);
     } else {
       load_vec<T, false>(src, row_valid, v[p]);
+    }
+  }
+  if constexpr (kAct != Act::kNone) {
+    // act(0) = 0 and 0 * act'(u) = 0: the zero padding past the edges stays zero.
+#pragma unroll
+    for (int p = 0; p < kRowsPerThread; ++p) {
+      const int64_t row = row0 + p;
+      const int row_valid = row < rows ? valid : 0;
+      float uf[kVec] = {};
+      if constexpr (kAct == Act::kGeluGrad) {
+        if (kAlignedIn && row_valid == kVec)
+          load_vec<T, true>(u + row * cols + col, row_valid, uf);
+        else
+          load_vec<T, false>(u + row * cols + col, row_valid, uf);
+      }
+      float f[kVec];
+      values(p, f);
+      alignas(16) T out[kVec];
+#pragma unroll
+      for (int i = 0; i < kVec; ++i) out[i] = from_float<T>(activate<kAct>(f[i], uf[i]));
+      if constexpr (kPacked) {
+        raw[p] = *reinterpret_cast<const uint4*>(out);
+      } else {
+#pragma unroll
+        for (int i = 0; i < kVec; ++i) v[p][i] = to_float(out[i]);
+      }
     }
   }
 
@@ -238,8 +268,8 @@ __global__ void __launch_bounds__(kThreads, 2)  // two CTAs per SM: one loads wh
   }
 }
 
-template <typename T, bool kBlockwise>
-cudaError_t launch(const void* x, int64_t batch, int64_t rows, int64_t cols, bool pow2, void* q,
+template <typename T, bool kBlockwise, Act kAct>
+cudaError_t launch(const void* x, const void* u, int64_t batch, int64_t rows, int64_t cols, bool pow2, void* q,
                    float* s, void* qt, float* st, cudaStream_t stream) {
   const int64_t tiles = batch * ((rows + kGroup - 1) / kGroup) * ((cols + kGroup - 1) / kGroup);
   if (tiles == 0) return cudaSuccess;
@@ -248,35 +278,46 @@ cudaError_t launch(const void* x, int64_t batch, int64_t rows, int64_t cols, boo
   // (rows % 16 == 0); buffers come 16-byte aligned from XLA.
   const bool aligned_in = cols % kVec == 0, aligned_t = rows % kChunk == 0;
   auto kernel = aligned_in
-      ? (aligned_t ? quantize_transpose_kernel<T, true, true, kBlockwise>
-                   : quantize_transpose_kernel<T, true, false, kBlockwise>)
-      : (aligned_t ? quantize_transpose_kernel<T, false, true, kBlockwise>
-                   : quantize_transpose_kernel<T, false, false, kBlockwise>);
-  kernel<<<unsigned(tiles), kThreads, 0, stream>>>(static_cast<const T*>(x), rows, cols, pow2,
-                                                   static_cast<uint8_t*>(q), s,
+      ? (aligned_t ? quantize_transpose_kernel<T, true, true, kBlockwise, kAct>
+                   : quantize_transpose_kernel<T, true, false, kBlockwise, kAct>)
+      : (aligned_t ? quantize_transpose_kernel<T, false, true, kBlockwise, kAct>
+                   : quantize_transpose_kernel<T, false, false, kBlockwise, kAct>);
+  kernel<<<unsigned(tiles), kThreads, 0, stream>>>(static_cast<const T*>(x), static_cast<const T*>(u), rows,
+                                                   cols, pow2, static_cast<uint8_t*>(q), s,
                                                    static_cast<uint8_t*>(qt), st);
   return cudaGetLastError();
 }
 
 template <typename T>
-cudaError_t dispatch(bool blockwise, const void* x, int64_t batch, int64_t rows, int64_t cols,
-                     bool pow2, void* q, float* s, void* qt, float* st, cudaStream_t stream) {
-  return blockwise ? launch<T, true>(x, batch, rows, cols, pow2, q, s, qt, st, stream)
-                   : launch<T, false>(x, batch, rows, cols, pow2, q, s, qt, st, stream);
+cudaError_t dispatch(bool blockwise, int activation, const void* x, const void* u, int64_t batch, int64_t rows,
+                     int64_t cols, bool pow2, void* q, float* s, void* qt, float* st, cudaStream_t stream) {
+  if (blockwise)
+    return activation == 0 ? launch<T, true, Act::kNone>(x, u, batch, rows, cols, pow2, q, s, qt, st, stream)
+                           : cudaErrorInvalidValue;
+  switch (static_cast<Act>(activation)) {
+    case Act::kNone: return launch<T, false, Act::kNone>(x, u, batch, rows, cols, pow2, q, s, qt, st, stream);
+    case Act::kGelu: return launch<T, false, Act::kGelu>(x, u, batch, rows, cols, pow2, q, s, qt, st, stream);
+    case Act::kGeluGrad:
+      return u ? launch<T, false, Act::kGeluGrad>(x, u, batch, rows, cols, pow2, q, s, qt, st, stream)
+               : cudaErrorInvalidValue;
+  }
+  return cudaErrorInvalidValue;
 }
 
 }  // namespace
 
 cudaError_t launch_quantize_transpose(const void* x, InDtype dtype, bool blockwise, int64_t batch,
                                       int64_t rows, int64_t cols, bool pow2_scale, void* q,
-                                      float* s, void* qt, float* st, cudaStream_t stream) {
+                                      float* s, void* qt, float* st, cudaStream_t stream,
+                                      int activation, const void* u) {
   switch (dtype) {
     case InDtype::kF32:
-      return dispatch<float>(blockwise, x, batch, rows, cols, pow2_scale, q, s, qt, st, stream);
+      return dispatch<float>(blockwise, activation, x, u, batch, rows, cols, pow2_scale, q, s, qt, st, stream);
     case InDtype::kBF16:
-      return dispatch<__nv_bfloat16>(blockwise, x, batch, rows, cols, pow2_scale, q, s, qt, st, stream);
+      return dispatch<__nv_bfloat16>(blockwise, activation, x, u, batch, rows, cols, pow2_scale, q, s, qt, st,
+                                     stream);
     case InDtype::kF16:
-      return dispatch<__half>(blockwise, x, batch, rows, cols, pow2_scale, q, s, qt, st, stream);
+      return dispatch<__half>(blockwise, activation, x, u, batch, rows, cols, pow2_scale, q, s, qt, st, stream);
   }
   return cudaErrorInvalidValue;
 }

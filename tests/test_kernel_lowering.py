@@ -1,0 +1,48 @@
+"""The CUDA lowerings of the ops, checked on any machine: lowered for CUDA with the kernels forced
+on (no GPU and no extension needed: lowering only names the FFI targets), the training paths must
+reach their kernels. Catches errors in the Python side of the kernel calls (argument plumbing,
+shapes handed to jax.ffi.ffi_call) before a GPU ever runs them."""
+
+import re
+
+import jax
+import jax.numpy as jnp
+import pytest
+
+import jax_fp8gemm as fg
+from jax_fp8gemm import _kernels
+
+
+@pytest.fixture
+def kernels_on(monkeypatch):
+    monkeypatch.setattr(_kernels, "kernels_enabled", lambda: True)
+    monkeypatch.setattr(_kernels, "num_sms", lambda: 132)
+
+
+def cuda_targets(fn, *args):
+    text = jax.jit(fn).trace(*args).lower(lowering_platforms=("cuda",)).as_text()
+    return set(re.findall(r"@(fp8gemm_\w+)", text))
+
+
+def _loss(f):
+    return lambda *args: jnp.sum(f(*args).astype(jnp.float32))
+
+
+X = jax.ShapeDtypeStruct((256, 512), jnp.bfloat16)
+W1, W2 = jax.ShapeDtypeStruct((512, 1024), jnp.float32), jax.ShapeDtypeStruct((1024, 256), jnp.float32)
+W3 = jax.ShapeDtypeStruct((2, 512, 256), jnp.float32)
+SIZES = jax.ShapeDtypeStruct((2,), jnp.int32)
+TRAINING = "fp8gemm_gemm fp8gemm_gemm_wgrad fp8gemm_quantize_transpose"
+
+
+@pytest.mark.parametrize("name,fn,args,want", [
+    ("fp8_dot", jax.grad(_loss(fg.fp8_dot), argnums=(0, 1)), (X, W1), TRAINING),
+    ("fp8_mlp", jax.grad(_loss(fg.fp8_mlp), argnums=(0, 1, 2)), (X, W1, W2),
+     TRAINING + " fp8gemm_quantize_transpose_act_grad"),
+    ("ragged_dot", jax.grad(_loss(fg.ragged_dot), argnums=(0, 1)), (X, W3, SIZES),
+     "fp8gemm_grouped_gemm fp8gemm_grouped_gemm_wgrad fp8gemm_quantize_transpose"),
+    ("quantize_rowwise_transpose gelu", lambda x: fg.quantize_rowwise_transpose(x, activation="gelu"), (X,),
+     "fp8gemm_quantize_transpose"),
+])
+def test_training_paths_lower_to_kernels(kernels_on, name, fn, args, want):
+    assert set(want.split()) <= cuda_targets(fn, *args), name
