@@ -19,10 +19,15 @@ for shape in [(3, 200), (2, 130, 136), (5, 4)]:
         if len(shape) > 1:  # partial tiles both ways, unaligned rows of the transposed output
             jax.block_until_ready(fg.quantize_rowwise_transpose(x, pow2_scale=True))
             jax.block_until_ready(fg.quantize_blockwise_transpose(x))
+            # the fused activation variants (fp8_mlp's hidden layer)
+            jax.block_until_ready(fg.quantize_rowwise_transpose(x, activation="gelu"))
+            jax.block_until_ready(fg.quantize_rowwise_transpose_act_grad(x, 2 * x, "gelu"))
 if sys.argv[1:] == ["quantize"]:
     x = jax.random.normal(key, (256, 384), jnp.float32).astype(jnp.bfloat16)  # aligned paths
     jax.block_until_ready(fg.quantize_rowwise_transpose(x))
     jax.block_until_ready(fg.quantize_blockwise_transpose(x))
+    jax.block_until_ready(fg.quantize_rowwise_transpose(x, activation="gelu"))
+    jax.block_until_ready(fg.quantize_rowwise_transpose_act_grad(x, 2 * x, "gelu"))
     print("sanitize_small: done")
     sys.exit(0)
 for m, n, k in [(1, 16, 128), (130, 264, 400), (64, 160, 144)]:
