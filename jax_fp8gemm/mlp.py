@@ -16,7 +16,6 @@ from __future__ import annotations
 import functools
 
 import jax
-import jax.numpy as jnp
 
 from .dot import _check_dot, _grad_dtype, _like_primal, _out_dtype, _pad_to
 from .gemm import gemm
@@ -48,8 +47,7 @@ def _quantize_weight(w):
 
 def _forward(x, w_up, w_down, activation):
     """(y [T, O], residuals) for x [T, D]."""
-    (d, f), o = w_up.shape, w_down.shape[1]
-    tokens = x.shape[0]
+    o, tokens = w_down.shape[1], x.shape[0]
     a, a_s, xt, xt_s = quantize_rowwise_transpose(_pad_to(_pad_to(x, -1), 0))
     wu, wu_s, bu, bu_s = _quantize_weight(w_up)
     u = gemm(a, a_s, bu, bu_s, out_dtype=_out_dtype(x, w_up))  # [T', F'] (padding stays zero)

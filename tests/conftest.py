@@ -42,6 +42,20 @@ def quantized(rng, a_shape, b_shape, dtype=jnp.bfloat16):
     return a, a_s, b, b_s
 
 
+def f64(x):
+    return np.asarray(jax.device_get(x), np.float64)
+
+
+def deq_rows(x):
+    """x quantized in 1x128 groups along its last axis (the reference), dequantized, float64."""
+    return f64(fg.reference.dequantize_rowwise(*fg.reference.quantize_rowwise(x)))
+
+
+def deq_blocks(w):
+    """w quantized in 128x128 blocks (the reference), dequantized, float64."""
+    return f64(fg.reference.dequantize_blockwise(*fg.reference.quantize_blockwise(w)))
+
+
 def dequant64(q, s, blockwise: bool):
     f = fg.reference.dequantize_blockwise if blockwise else fg.reference.dequantize_rowwise
     return np.asarray(jax.device_get(f(q, s)), np.float64)

@@ -5,22 +5,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from conftest import calc_diff, randn
+from conftest import calc_diff, deq_blocks, deq_rows, f64, randn
 
 import jax_fp8gemm as fg
-from jax_fp8gemm import reference as R
-
-
-def f64(x):
-    return np.asarray(jax.device_get(x), np.float64)
-
-
-def deq_rows(x):
-    return f64(R.dequantize_rowwise(*R.quantize_rowwise(x)))
-
-
-def deq_blocks(w):
-    return f64(R.dequantize_blockwise(*R.quantize_blockwise(w)))
 
 
 @pytest.mark.parametrize("m,k,n", [(256, 384, 256), (130, 200, 72)])

@@ -6,25 +6,12 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from conftest import calc_diff, gpu, randn
+from conftest import calc_diff, deq_blocks, deq_rows, gpu, randn
 from flax import nnx
 
 import jax_fp8gemm as fg
 from jax_fp8gemm import flax as fgf
 from jax_fp8gemm import reference as R
-
-
-def f64(x):
-    return np.asarray(jax.device_get(x), np.float64)
-
-
-def rows64(x):
-    """x quantized 1x128 along its last axis, dequantized, float64."""
-    return f64(R.dequantize_rowwise(*R.quantize_rowwise(x)))
-
-
-def blocks64(w):
-    return f64(R.dequantize_blockwise(*R.quantize_blockwise(w)))
 
 
 def mlp_reference64(x, w_up, w_down, dy):
@@ -36,11 +23,11 @@ def mlp_reference64(x, w_up, w_down, dy):
     u = fg.fp8_dot(x, w_up)
     dh = jax.vjp(lambda h: fg.fp8_dot(h, w_down), u)[1](dy)[0]
     h = R.activate(u, "gelu")
-    y = rows64(h) @ blocks64(w_down.T).T
+    y = deq_rows(h) @ deq_blocks(w_down.T).T
     du = R.activation_grad(dh, u, "gelu")
-    dx = rows64(du) @ blocks64(w_up).T
-    dw_up = rows64(x.T) @ rows64(du.T).T
-    dw_down = rows64(h.T) @ rows64(dy.T).T
+    dx = deq_rows(du) @ deq_blocks(w_up).T
+    dw_up = deq_rows(x.T) @ deq_rows(du.T).T
+    dw_down = deq_rows(h.T) @ deq_rows(dy.T).T
     return y, dx, dw_up, dw_down
 
 
