@@ -167,6 +167,26 @@ def quantize_transpose_layouts():
 
 
 @check
+def fused_activation_quantizer_layouts():
+    """quantize_rowwise_transpose(activation=...) and the act_grad variant (two inputs) keep the
+    sharding like the plain one, with no communication."""
+    x, u = randn((256, 512)), randn((256, 512), 3.0)
+    gelu = lambda x: fg.quantize_rowwise_transpose(x, activation="gelu")
+    grad = lambda g, u: fg.quantize_rowwise_transpose_act_grad(g, u, "gelu")
+    for spec in (P("x"), P(None, "y"), P("x", "y")):
+        for fn, args in ((gelu, (x,)), (grad, (x, u))):
+            f = jax.jit(fn)
+            sharded = tuple(put(a, spec) for a in args)
+            outs = run(f, *sharded)
+            for got, want in zip(outs, fn(*args)):
+                same(got, want)
+            r, c = tuple(spec) + (None,) * (2 - len(spec))
+            assert spec_of(outs[0]) == spec_of(sharded[0]), (spec, outs[0].sharding)
+            assert spec_of(outs[2]) == (c, r), (spec, outs[2].sharding)
+            assert_hlo(f, *sharded)
+
+
+@check
 def quantize_group_split_is_replicated():
     """K = 512 over 8 shards is 64 per shard: a 128-group would straddle devices, so K is
     gathered (the one layout here that needs it) and the result is still exact."""
@@ -355,6 +375,29 @@ def fp8_dot_train_layouts():
             close(g, r, 1e-6)
         assert spec_of(got[1]) == spec_of(args[0]), (sx, got[1].sharding)
         assert spec_of(got[2]) == spec_of(args[1]), (sw, got[2].sharding)
+        assert_hlo(step, *args, allow=("all-reduce",))
+
+
+@check
+def fp8_mlp_train_layouts():
+    """fg.fp8_mlp in a training step: data parallel (tokens), tensor parallel (w_up's columns and
+    w_down's rows on one axis: the down projection's contraction is psummed), and both."""
+    x, w_up, w_down = randn((512, 256)), randn((256, 512), 0.06), randn((512, 256), 0.04)
+    loss = lambda x, a, b: jnp.sum(fg.fp8_mlp(x, a, b).astype(jnp.float32) ** 2)
+
+    @jax.jit
+    def step(x, a, b):
+        value, (gx, ga, gb) = jax.value_and_grad(loss, argnums=(0, 1, 2))(x, a, b)
+        return value, gx, a - 0.1 * ga, b - 0.1 * gb
+
+    want = step(x, w_up, w_down)
+    for sx, sa, sb in [(P("x"), P(), P()), (P(), P(None, "y"), P("y")), (P("x"), P(None, "y"), P("y"))]:
+        args = (put(x, sx), put(w_up, sa), put(w_down, sb))
+        got = run(step, *args)
+        for g, r in zip(got, want):
+            close(g, r, 1e-6)
+        for g, a in zip(got[1:], args):
+            assert spec_of(g) == spec_of(a), (sx, sa, sb, g.sharding)
         assert_hlo(step, *args, allow=("all-reduce",))
 
 
