@@ -541,7 +541,7 @@ def _moe_setup(use_fp8, t=256, d=128, f=128, e=16, k=2):
     return x, wr, weights, single, k
 
 
-def _moe_check(use_fp8, bar, capacity_check=False):
+def _moe_check(use_fp8, bar, forward_bar=1e-6, capacity_check=False):
     mesh = jax.make_mesh((8,), ("expert",), axis_types=(AxisType.Auto,))
     x, wr, weights, single, k = _moe_setup(use_fp8)
 
@@ -557,7 +557,7 @@ def _moe_check(use_fp8, bar, capacity_check=False):
     f = grads(sharded)
     args = (put(x, P("expert"), mesh), *(put(v, P("expert"), mesh) for v in weights))
     (_, y1), g1 = run(f, *args)
-    close(y1, y0, 1e-6)
+    close(y1, y0, forward_bar)
     for a, b in zip(g1, g0):
         close(a, b, bar)
     for a, v in zip(g1[1:], args[1:]):  # expert-weight gradients stay expert-sharded
@@ -578,11 +578,13 @@ def moe_expert_parallel_bf16():
 
 @check
 def moe_expert_parallel_fp8():
-    """FP8 experts: forward and input gradient agree to rounding; the weight gradients quantize
-    1x128 groups of tokens, whose grouping depends on where a token sits in the (per-device)
-    sorted layout, so those agree to FP8 quantization noise (measured 4-5e-4; DeepGEMM's bar
-    against unquantized math is 1e-3 per GEMM)."""
-    _moe_check(True, 2e-3)
+    """FP8 experts: the forward agrees to rounding, but rounding can move one bf16 value of the
+    SwiGLU hidden layer to its neighbour, which changes that row's 1x128 scale for the down
+    projection: calc_diff 1e-10 - 1e-8 on 12 seeds, 1.4e-6 once in CI, hence 1e-5. The weight
+    gradients quantize 1x128 groups of tokens, whose grouping depends on where a token sits in the
+    (per-device) sorted layout, so those agree to FP8 quantization noise (measured 4-5e-4;
+    DeepGEMM's bar against unquantized math is 1e-3 per GEMM)."""
+    _moe_check(True, 2e-3, forward_bar=1e-5)
 
 
 @check
