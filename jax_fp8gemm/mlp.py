@@ -19,8 +19,8 @@ import jax
 
 from .dot import _check_dot, _grad_dtype, _like_primal, _out_dtype, _pad_to
 from .gemm import gemm
-from .quantize import (quantize_blockwise_transpose, quantize_rowwise_transpose,
-                       quantize_rowwise_transpose_act_grad)
+from .quantize import (quantize_blockwise, quantize_blockwise_transpose, quantize_rowwise,
+                       quantize_rowwise_transpose, quantize_rowwise_transpose_act_grad)
 from .reference import ACTIVATIONS
 from .wgrad import gemm_wgrad
 
@@ -57,9 +57,22 @@ def _forward(x, w_up, w_down, activation):
     return y, (xt, xt_s, wu, wu_s, u, ht, ht_s, wd, wd_s)
 
 
+def _forward_only(x, w_up, w_down, activation):
+    """y [T, O] for x [T, D] when nothing is differentiated: no transposed copies of x and the
+    weights (only the hidden layer's quantizer, the one that applies the activation, writes both
+    orientations)."""
+    o = w_down.shape[1]
+    a, a_s = quantize_rowwise(_pad_to(x, -1))
+    bu, bu_s = quantize_blockwise(_pad_to(_pad_to(w_up.T, 0), 1))
+    u = gemm(a, a_s, bu, bu_s, out_dtype=_out_dtype(x, w_up))
+    h, h_s, _, _ = quantize_rowwise_transpose(u, activation=activation)
+    bd, bd_s = quantize_blockwise(_pad_to(_pad_to(w_down.T, 0), 1))
+    return gemm(h, h_s, bd, bd_s, out_dtype=_out_dtype(u, w_down))[:, :o]
+
+
 @functools.partial(jax.custom_vjp, nondiff_argnums=(3, 4))
 def _fp8_mlp(x, w_up, w_down, types, activation):
-    y, _ = _forward(x.reshape(-1, x.shape[-1]), w_up, w_down, activation)
+    y = _forward_only(x.reshape(-1, x.shape[-1]), w_up, w_down, activation)
     return y.reshape(*x.shape[:-1], y.shape[-1])
 
 

@@ -82,4 +82,14 @@ auto bind_tile_attrs(Binding&& binding) {
       .template Attr<int64_t>("num_sms");
 }
 
+// The four results of a fused quantize + transpose: q, s, qt, st.
+template <class Binding>
+auto bind_transpose_outputs(Binding&& binding) {
+  return std::forward<Binding>(binding)
+      .template Ret<ffi::AnyBuffer>()           // q
+      .template Ret<ffi::Buffer<ffi::F32>>()    // s
+      .template Ret<ffi::AnyBuffer>()           // qt
+      .template Ret<ffi::Buffer<ffi::F32>>();   // st
+}
+
 }  // namespace fp8gemm::ffi_util

@@ -140,27 +140,19 @@ XLA_FFI_DEFINE_HANDLER_SYMBOL(kQuantizeBlockwise, QuantizeBlockwise,
 
 
 XLA_FFI_DEFINE_HANDLER_SYMBOL(kQuantizeTranspose, QuantizeTranspose,
-                              ffi::Ffi::Bind()
-                                  .Ctx<ffi::PlatformStream<cudaStream_t>>()
-                                  .Arg<ffi::AnyBuffer>()
-                                  .Ret<ffi::AnyBuffer>()
-                                  .Ret<ffi::Buffer<ffi::F32>>()
-                                  .Ret<ffi::AnyBuffer>()
-                                  .Ret<ffi::Buffer<ffi::F32>>()
+                              ffi_util::bind_transpose_outputs(ffi::Ffi::Bind()
+                                                                   .Ctx<ffi::PlatformStream<cudaStream_t>>()
+                                                                   .Arg<ffi::AnyBuffer>())  // x
                                   .Attr<bool>("pow2_scale")
                                   .Attr<bool>("blockwise")
                                   .Attr<int32_t>("activation"),
                               {ffi::Traits::kCmdBufferCompatible});
 
 XLA_FFI_DEFINE_HANDLER_SYMBOL(kQuantizeTransposeActGrad, QuantizeTransposeActGrad,
-                              ffi::Ffi::Bind()
-                                  .Ctx<ffi::PlatformStream<cudaStream_t>>()
-                                  .Arg<ffi::AnyBuffer>()
-                                  .Arg<ffi::AnyBuffer>()
-                                  .Ret<ffi::AnyBuffer>()
-                                  .Ret<ffi::Buffer<ffi::F32>>()
-                                  .Ret<ffi::AnyBuffer>()
-                                  .Ret<ffi::Buffer<ffi::F32>>()
+                              ffi_util::bind_transpose_outputs(ffi::Ffi::Bind()
+                                                                   .Ctx<ffi::PlatformStream<cudaStream_t>>()
+                                                                   .Arg<ffi::AnyBuffer>()   // g
+                                                                   .Arg<ffi::AnyBuffer>())  // u
                                   .Attr<bool>("pow2_scale")
                                   .Attr<int32_t>("activation"),
                               {ffi::Traits::kCmdBufferCompatible});

@@ -44,7 +44,7 @@ struct TileInfo {
   int kb_begin;    // k-blocks [kb_begin, kb_end) of this tile: only read when the scheduler has
   int kb_end;      // kTileKRange (k-grouped); may be empty (the tile's output is then zero)
   int tok_begin;   // kTileKRange: the tile's tokens (K indices) [tok_begin, tok_end); the k-blocks at
-  int tok_end;     // either end may hold other tokens, which the math warpgroups mask out
+  int tok_end;     // either end may hold other tokens, which the producer's masking warps zero
 };
 
 // Block coordinates of tile `index` of a num_banded x num_other grid walked band by band, `band`
@@ -301,10 +301,10 @@ struct GroupedScheduler {
 // [G * M, N]. Group g owns the tokens [s_g, e_g) of the original layout (no padding): the sizes
 // are clamped as reference.clamp_group_sizes does (negative -> 0, cut at T), s_g = e_{g-1}. Its
 // k-blocks are [s_g / 128, cdiv(e_g, 128)), empty for an empty group. A group that starts or ends
-// inside a 128-token block shares that block with its neighbour: the math warpgroups zero the
-// other group's tokens of A in shared memory before the block's wgmmas (the kernel's
-// mask_foreign_tokens), so each block's products are exactly those of the group's tokens, with
-// the block's scales (what a layout padded per group would compute; no relayout pass).
+// inside a 128-token block shares that block with its neighbour: the producer warpgroup's masking
+// warps zero the other group's tokens of A in shared memory before the block's wgmmas (see the
+// kernel), so each block's products are exactly those of the group's tokens, with the block's
+// scales (what a layout padded per group would compute; no relayout pass).
 //
 // Every group has the same output tile grid num_m_blocks x num_n_blocks, so tile t belongs to group
 // t / tiles_per_group with no search; inside a group the dense scheduler's banded order (M fastest
