@@ -84,7 +84,9 @@ def fp8_weight(w, dtype):
 
 
 def _grad_dtype(x):
-    """dgrad's output: bf16 for a bf16 input (what bf16 autodiff gives), else float32."""
+    """dgrad's output: bf16 for a bf16 input (what bf16 autodiff gives), else float32. wgrad's
+    too, for the weight's type: a bf16 weight's gradient comes out of the kernel in bf16 (one
+    rounding of the FP32 accumulator), anything else in FP32."""
     return jnp.bfloat16 if x.dtype == jnp.bfloat16 else jnp.float32
 
 
@@ -134,7 +136,7 @@ def _fp8_dot_bwd(x_type, w_type, res, dy):
     # dgrad: dy [M, N] @ w [K, N].T, the weight blocks in their other orientation.
     dx = gemm(d, d_s, wq, wq_s, out_dtype=_grad_dtype(dy))[:tokens, :k]
     # wgrad: x.T [K, M] @ dy.T [N, M].T, both grouped along the token axis M.
-    dw = gemm_wgrad(xt, xt_s, dt, dt_s)[:k, :n]
+    dw = gemm_wgrad(xt, xt_s, dt, dt_s, out_dtype=_grad_dtype(w_type))[:k, :n]
     return _like_primal(dx.reshape(x_type.shape), x_type), _like_primal(dw, w_type)
 
 
@@ -205,7 +207,7 @@ def _ragged_bwd(lhs_type, rhs_type, res, dy):
     # dgrad: row r of dy times rhs[g(r)] [K, N] read as [N'=K, K'=N] blockwise.
     dlhs = grouped_gemm(d, d_s, rq, rq_s, group_sizes, out_dtype=_grad_dtype(dy))[:m, :k]
     # wgrad: per group, lhs_g.T [K, M_g] @ dy_g [M_g, N], 1x128 along tokens.
-    drhs = grouped_gemm_wgrad(lt, lt_s, dt, dt_s, group_sizes)[:, :k, :n]
+    drhs = grouped_gemm_wgrad(lt, lt_s, dt, dt_s, group_sizes, out_dtype=_grad_dtype(rhs_type))[:, :k, :n]
     no_grad = np.zeros(group_sizes.shape, dtype=jax.dtypes.float0)  # integer input
     return _like_primal(dlhs, lhs_type), _like_primal(drhs, rhs_type), no_grad
 

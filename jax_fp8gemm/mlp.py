@@ -88,11 +88,11 @@ def _fp8_mlp_bwd(types, activation, res, dy):
     dy2 = dy.reshape(-1, o)
     tokens = dy2.shape[0]
     g, g_s, gt, gt_s = quantize_rowwise_transpose(_pad_to(_pad_to(dy2, -1), 0))
-    dw_down = gemm_wgrad(ht, ht_s, gt, gt_s)[:f, :o]
+    dw_down = gemm_wgrad(ht, ht_s, gt, gt_s, out_dtype=_grad_dtype(w_down_type))[:f, :o]
     dh = gemm(g, g_s, wd, wd_s, out_dtype=u.dtype)  # [T', F'], u's padded shape
     du, du_s, dut, dut_s = quantize_rowwise_transpose_act_grad(dh, u, activation)
     dx = gemm(du, du_s, wu, wu_s, out_dtype=_grad_dtype(dy))[:tokens, :d]
-    dw_up = gemm_wgrad(xt, xt_s, dut, dut_s)[:d, :f]
+    dw_up = gemm_wgrad(xt, xt_s, dut, dut_s, out_dtype=_grad_dtype(w_up_type))[:d, :f]
     return (_like_primal(dx.reshape(x_type.shape), x_type), _like_primal(dw_up, w_up_type),
             _like_primal(dw_down, w_down_type))
 

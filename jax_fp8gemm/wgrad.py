@@ -1,7 +1,8 @@
 """Weight-gradient GEMMs: both operands quantized 1x128 along the token axis (the contracted one),
-FP32 output. `gemm_wgrad` for dense layers, `grouped_gemm_wgrad` (k-grouped: one contraction per
+FP32 accumulation, FP32 or bf16 output (bf16 for a bf16 parameter's gradient: the kernel rounds its
+FP32 accumulator once, as a separate convert would, without the FP32 round trip through memory). `gemm_wgrad` for dense layers, `grouped_gemm_wgrad` (k-grouped: one contraction per
 group of consecutive tokens) for ragged_dot's weight gradient. On Hopper both run the sm_90a wgrad
-kernels (cuda/gemm/fp8_gemm_wgrad.cuh: per-row B scales, FP32 output; the k-grouped one takes
+kernels (cuda/gemm/fp8_gemm_wgrad.cuh: per-row B scales; the k-grouped one takes
 the unpadded group sizes and masks the other group's tokens of a shared 128-token block in shared
 memory); elsewhere the jnp reference does.
 
@@ -84,11 +85,17 @@ def _wgrad_attributes(config: gemm_config.GemmConfig) -> dict[str, int]:
             "num_stages": config.num_stages, "num_sms": config.num_sms}
 
 
-def gemm_wgrad_kernel_call(a, a_s, b, b_s, config: gemm_config.GemmConfig):
-    """The dense wgrad FFI call with an explicit configuration: FP32 [M, N]."""
-    out = jax.ShapeDtypeStruct((a.shape[0], b.shape[0]), jnp.float32)
+def gemm_wgrad_kernel_call(a, a_s, b, b_s, config: gemm_config.GemmConfig, out_dtype=jnp.float32):
+    """The dense wgrad FFI call with an explicit configuration: [M, N], FP32 or bf16."""
+    out = jax.ShapeDtypeStruct((a.shape[0], b.shape[0]), out_dtype)
     return jax.ffi.ffi_call("fp8gemm_gemm_wgrad", out)(
         a, mn_major_scales(a_s), b, mn_major_scales(b_s), **_wgrad_attributes(config))
+
+
+def _kernel_dtype(out_dtype, n):
+    """What the kernel writes: bf16 when that is the output (and a bf16 row is a multiple of 16
+    bytes, for the TMA store), else FP32 (converted afterwards, e.g. to float16)."""
+    return jnp.bfloat16 if out_dtype == jnp.bfloat16 and n % 8 == 0 else jnp.float32
 
 
 def _kernel_takes(op, m, n, t, g=1) -> bool:
@@ -110,7 +117,7 @@ def _kernel_takes(op, m, n, t, g=1) -> bool:
 def _dense_kernel(a, a_s, b, b_s, *, out_dtype):
     (m, t), n = a.shape, b.shape[0]
     config = gemm_config.pick_wgrad(m, n, t, _kernels.num_sms())
-    return gemm_wgrad_kernel_call(a, a_s, b, b_s, config).astype(out_dtype)
+    return gemm_wgrad_kernel_call(a, a_s, b, b_s, config, _kernel_dtype(out_dtype, n)).astype(out_dtype)
 
 
 def _dense_use_kernel(a, a_s, b, b_s, *, out_dtype):
@@ -169,11 +176,12 @@ def _grouped_plan(layout, a, a_s, b, b_s, group_sizes, *, out_dtype):
                 out_specs=(spec(g, m, n),), local=local)
 
 
-def grouped_gemm_wgrad_kernel_call(a, a_s, b, b_s, group_sizes, config: gemm_config.GemmConfig):
-    """The k-grouped wgrad FFI call with an explicit configuration: FP32 [G, M, N]. The kernel
+def grouped_gemm_wgrad_kernel_call(a, a_s, b, b_s, group_sizes, config: gemm_config.GemmConfig,
+                                   out_dtype=jnp.float32):
+    """The k-grouped wgrad FFI call with an explicit configuration: [G, M, N], FP32 or bf16. The kernel
     takes the tokens as they are (unpadded group sizes; a 128-token block shared by two groups
     is masked per group in shared memory)."""
-    out = jax.ShapeDtypeStruct((group_sizes.shape[0], a.shape[0], b.shape[0]), jnp.float32)
+    out = jax.ShapeDtypeStruct((group_sizes.shape[0], a.shape[0], b.shape[0]), out_dtype)
     return jax.ffi.ffi_call("fp8gemm_grouped_gemm_wgrad", out)(
         a, mn_major_scales(a_s), b, mn_major_scales(b_s), group_sizes, **_wgrad_attributes(config))
 
@@ -181,7 +189,8 @@ def grouped_gemm_wgrad_kernel_call(a, a_s, b, b_s, group_sizes, config: gemm_con
 def _grouped_kernel(a, a_s, b, b_s, group_sizes, *, out_dtype):
     (m, t), n, g = a.shape, b.shape[0], group_sizes.shape[0]
     config = gemm_config.pick_wgrad(m, n, t, _kernels.num_sms(), g=g, k_grouped=True)
-    return grouped_gemm_wgrad_kernel_call(a, a_s, b, b_s, group_sizes, config).astype(out_dtype)
+    return grouped_gemm_wgrad_kernel_call(a, a_s, b, b_s, group_sizes, config,
+                                          _kernel_dtype(out_dtype, n)).astype(out_dtype)
 
 
 def _grouped_use_kernel(a, a_s, b, b_s, group_sizes, *, out_dtype):
@@ -200,11 +209,13 @@ grouped_gemm_wgrad_p = _primitive.define(
 
 def gemm_wgrad(a: jax.Array, a_s: jax.Array, b: jax.Array, b_s: jax.Array, *,
                out_dtype=jnp.float32) -> jax.Array:
-    """a [M, T] e4m3, b [N, T] e4m3, both with 1x128 scales along T -> [M, N] = a @ b.T (FP32)."""
+    """a [M, T] e4m3, b [N, T] e4m3, both with 1x128 scales along T -> [M, N] = a @ b.T, accumulated
+    in FP32; out_dtype float32 (default), bfloat16 (rounded once by the kernel) or float16."""
     return gemm_wgrad_p.bind(a, a_s, b, b_s, out_dtype=np.dtype(out_dtype))
 
 
 def grouped_gemm_wgrad(a: jax.Array, a_s: jax.Array, b: jax.Array, b_s: jax.Array,
                        group_sizes: jax.Array, *, out_dtype=jnp.float32) -> jax.Array:
-    """k-grouped: out[g] = a[:, T_g] @ b[:, T_g].T over group g's consecutive tokens -> [G, M, N]."""
+    """k-grouped: out[g] = a[:, T_g] @ b[:, T_g].T over group g's consecutive tokens -> [G, M, N]
+    (out_dtype as for gemm_wgrad)."""
     return grouped_gemm_wgrad_p.bind(a, a_s, b, b_s, group_sizes, out_dtype=np.dtype(out_dtype))

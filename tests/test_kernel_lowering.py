@@ -48,3 +48,20 @@ TRAINING = "fp8gemm_gemm fp8gemm_gemm_wgrad fp8gemm_quantize_transpose"
 ])
 def test_training_paths_lower_to_kernels(kernels_on, name, fn, args, want):
     assert set(want.split()) <= cuda_targets(fn, *args), name
+
+
+def _result_types(fn, target, *args):
+    text = jax.jit(fn).trace(*args).lower(lowering_platforms=("cuda",)).as_text()
+    return re.findall(rf"@{target}\(.*\) -> tensor<([^>]*)>", text)
+
+
+@pytest.mark.parametrize("w_dtype,want", [(jnp.bfloat16, "bf16"), (jnp.float32, "f32")])
+def test_weight_gradient_dtype_from_the_kernel(kernels_on, w_dtype, want):
+    """A bf16 weight's gradient comes out of the wgrad kernel in bf16 (no FP32 round trip and
+    convert); an f32 weight's in f32. Dense and k-grouped."""
+    w = jax.ShapeDtypeStruct(W1.shape, w_dtype)
+    dense = _result_types(jax.grad(_loss(fg.fp8_dot), argnums=1), "fp8gemm_gemm_wgrad", X, w)
+    assert dense == [f"512x1024x{want}"]
+    w3 = jax.ShapeDtypeStruct(W3.shape, w_dtype)
+    grouped = _result_types(jax.grad(_loss(fg.ragged_dot), argnums=1), "fp8gemm_grouped_gemm_wgrad", X, w3, SIZES)
+    assert grouped == [f"2x512x256x{want}"]

@@ -7,11 +7,12 @@
 //        tools/wgrad_standalone_test.cu cuda/gemm/*.cu -o build/wgrad_standalone_test
 //
 // Usage: wgrad_standalone_test [--small] [--no-bench] [--bench-only] [--shape=MxNxT] [--tile=BMxBN]
-//                              [--seed=N] [--runs=N]
+//                              [--seed=N] [--runs=N] [--out=bf16]
 //   --small       tiny cases only, no benchmark (for compute-sanitizer memcheck / racecheck)
 //   --no-bench    correctness only;  --bench-only: timing only
 //   --shape=MxNxT time this dense problem only;  --tile=BMxBN: only this tile (with --shape, also a
 //                 64-row one); together they time one kernel, e.g. for tools/ncu_gemm.sh
+//   --out=bf16    time the bf16-output kernels (default FP32)
 //
 // Data (host-generated from a hash of (seed, tensor, row, col), uploaded): A [M, T], B [N, T] are
 // random e4m3 codes with magnitudes 2^-3 .. 30 (never zero, never NaN) -- also on the tokens that
@@ -24,6 +25,8 @@
 //     |x - y| <= 1e-3 * (|y| + rms(ref)), on every element for small cases, on sampled rows x
 //     columns (edges + random) for big ones; an empty group's out[g] must be exactly 0;
 //   * two runs bitwise identical;
+//   * the bf16-output kernel of every configuration writes exactly the FP32 output rounded to
+//     bf16 (poisoned, two runs, every element);
 //   * bad problems / configs rejected with cudaErrorInvalidValue.
 // Timing (default, not with --small): dense M=N=7168 (and 4096x7168), T=4096/8192; k-grouped
 // 8 groups x 4096 tokens (even, and uneven with unaligned boundaries), M=4096, N=7168; median over
@@ -198,6 +201,34 @@ void check_deterministic(const std::vector<float>& h, const std::vector<float>& 
   ++g_failures;
 }
 
+// bf16 of an FP32 value, rounded to nearest even (cvt.rn.bf16x2.f32, what the epilogue uses; no NaNs here).
+uint16_t bf16_rne(float x) {
+  uint32_t u;
+  std::memcpy(&u, &x, 4);
+  return static_cast<uint16_t>((u + 0x7FFFu + ((u >> 16) & 1u)) >> 16);
+}
+
+// The bf16-output kernel of the same configuration must write exactly the FP32 kernel's output
+// `h` rounded to bf16 (the same accumulation, one rounding), every element (d, d2 are poisoned
+// first), and the same bits on two runs.
+template <class Launch>
+void check_bf16_output(const Launch& launch_bf16, const std::vector<float>& h, void* d, void* d2, const char* what) {
+  const size_t elems = h.size();
+  CUDA_CHECK(run_twice(launch_bf16, d, d2, elems * 2));
+  std::vector<uint16_t> b(elems), b2(elems);
+  CUDA_CHECK(cudaMemcpy(b.data(), d, elems * 2, cudaMemcpyDeviceToHost));
+  CUDA_CHECK(cudaMemcpy(b2.data(), d2, elems * 2, cudaMemcpyDeviceToHost));
+  size_t differ = 0, first = elems;
+  for (size_t e = 0; e < elems; ++e)
+    if (b[e] != bf16_rne(h[e])) differ += 1, first = std::min(first, e);
+  const bool deterministic = std::memcmp(b.data(), b2.data(), elems * 2) == 0;
+  if (differ || !deterministic) {
+    std::printf("  %-64s FAIL bf16 out: %zu of %zu elements are not the FP32 output rounded (first %zu)%s\n",
+                what, differ, elems, first, deterministic ? "" : ", not deterministic");
+    ++g_failures;
+  }
+}
+
 // ------------------------------------------------------------------------------------------------
 // Dense
 // ------------------------------------------------------------------------------------------------
@@ -216,11 +247,13 @@ void test_dense(int m, int n, int t, bool full) {
     for (size_t j = 0; j < cols.size(); ++j) ref[i * cols.size() + j] = reference(A, B, rows[i], cols[j], 0, t);
 
   for (const GemmConfig& cfg : configs(full && m * n < (1 << 16))) {
-    auto launch = [&](void* out) {
-      const WgradGemmProblem p{A.d_q, B.d_q, A.d_s, A.ld, B.d_s, B.ld, static_cast<float*>(out), m, n, t};
-      return fp8gemm::launch_fp8_gemm_wgrad(p, cfg, 0);
+    auto launch_as = [&](fp8gemm::OutDtype out_dtype) {
+      return [&, out_dtype](void* out) {
+        const WgradGemmProblem p{A.d_q, B.d_q, A.d_s, A.ld, B.d_s, B.ld, out, m, n, t, out_dtype};
+        return fp8gemm::launch_fp8_gemm_wgrad(p, cfg, 0);
+      };
     };
-    CUDA_CHECK(run_twice(launch, d, d2, d_elems * 4));
+    CUDA_CHECK(run_twice(launch_as(fp8gemm::OutDtype::kF32), d, d2, d_elems * 4));
     CUDA_CHECK(cudaMemcpy(h.data(), d, d_elems * 4, cudaMemcpyDeviceToHost));
     CUDA_CHECK(cudaMemcpy(h2.data(), d2, d_elems * 4, cudaMemcpyDeviceToHost));
     Checker c;
@@ -232,6 +265,7 @@ void test_dense(int m, int n, int t, bool full) {
                   full ? "full" : "sampled");
     c.finish(what);
     check_deterministic(h, h2, m, n, what);
+    if (n % 8 == 0) check_bf16_output(launch_as(fp8gemm::OutDtype::kBF16), h, d, d2, what);
   }
   cudaFree(d);
   cudaFree(d2);
@@ -273,12 +307,13 @@ void test_grouped(int m, int n, int t, const std::vector<int>& sizes, bool full)
   for (int i = 0; i < g && i < 8; ++i) sz += (i ? "," : "") + std::to_string(sizes[i]);
   if (g > 8) sz += ",...";
   for (const GemmConfig& cfg : configs(full && m * n < (1 << 16))) {
-    auto launch = [&](void* out) {
-      const GroupedWgradGemmProblem p{A.d_q, B.d_q, A.d_s, A.ld, B.d_s, B.ld, static_cast<float*>(out),
-                                      m, n, t, g, d_sizes};
-      return fp8gemm::launch_fp8_grouped_gemm_wgrad(p, cfg, 0);
+    auto launch_as = [&](fp8gemm::OutDtype out_dtype) {
+      return [&, out_dtype](void* out) {
+        const GroupedWgradGemmProblem p{A.d_q, B.d_q, A.d_s, A.ld, B.d_s, B.ld, out, m, n, t, g, d_sizes, out_dtype};
+        return fp8gemm::launch_fp8_grouped_gemm_wgrad(p, cfg, 0);
+      };
     };
-    CUDA_CHECK(run_twice(launch, d, d2, d_elems * 4));
+    CUDA_CHECK(run_twice(launch_as(fp8gemm::OutDtype::kF32), d, d2, d_elems * 4));
     CUDA_CHECK(cudaMemcpy(h.data(), d, d_elems * 4, cudaMemcpyDeviceToHost));
     CUDA_CHECK(cudaMemcpy(h2.data(), d2, d_elems * 4, cudaMemcpyDeviceToHost));
     Checker c;
@@ -302,6 +337,7 @@ void test_grouped(int m, int n, int t, const std::vector<int>& sizes, bool full)
       ++g_failures;
     }
     check_deterministic(h, h2, m, n, what);
+    if (n % 8 == 0) check_bf16_output(launch_as(fp8gemm::OutDtype::kBF16), h, d, d2, what);
   }
   cudaFree(d);
   cudaFree(d2);
@@ -323,6 +359,7 @@ void test_rejections() {
   cases.push_back({"T % 16", with([](WgradGemmProblem& q) { q.t = 200; }), ok});
   cases.push_back({"T == 0", with([](WgradGemmProblem& q) { q.t = 0; }), ok});
   cases.push_back({"N % 4", with([](WgradGemmProblem& q) { q.n = 126; }), ok});
+  cases.push_back({"bf16 out, N % 8", with([](WgradGemmProblem& q) { q.n = 124, q.out_dtype = fp8gemm::OutDtype::kBF16; }), ok});
   cases.push_back({"sfa_ld < M", with([](WgradGemmProblem& q) { q.sfa_ld = 64; }), ok});
   cases.push_back({"sfb_ld % 4", with([](WgradGemmProblem& q) { q.sfb_ld = 130; }), ok});
   for (const Case& c : cases) {
@@ -367,6 +404,7 @@ struct BenchOptions {
   int runs = 20;
   int m = 0, n = 0, t = 0;     // --shape: one dense problem instead of the default cases
   int tile_m = 0, tile_n = 0;  // --tile: one tile only
+  fp8gemm::OutDtype out = fp8gemm::OutDtype::kF32;  // --out=bf16: time the bf16-output kernels
 };
 
 // The tiles timed: the throughput tiles (block_m >= 128), or the one --tile names.
@@ -378,8 +416,8 @@ bool bench_tile(const BenchOptions& o, const fp8gemm::CompiledTile& tile) {
 void bench(const BenchOptions& o) {
   const int runs = o.runs;
   const L2Flush flush(size_t(256) << 20);
-  std::printf("\nbest per case (median of %d runs, L2 flushed; DeepGEMM reference: ~1092 dense, ~1044 k-grouped)\n",
-              runs);
+  std::printf("\nbest per case (%s out, median of %d runs, L2 flushed; DeepGEMM reference: ~1092 dense, ~1044 "
+              "k-grouped)\n", o.out == fp8gemm::OutDtype::kBF16 ? "bf16" : "f32", runs);
   struct Dense { int m, n, t; };
   std::vector<Dense> dense_cases = {{7168, 7168, 4096}, {7168, 7168, 8192}, {4096, 7168, 4096}, {4096, 7168, 8192}};
   if (o.m > 0) dense_cases = {{o.m, o.n, o.t}};
@@ -393,7 +431,7 @@ void bench(const BenchOptions& o) {
     for (const fp8gemm::CompiledTile& tile : fp8gemm::kCompiledWgradTiles) {
       if (!bench_tile(o, tile)) continue;
       const GemmConfig cfg{tile.block_m, tile.block_n, 0, 0, 1};
-      WgradGemmProblem p{A.q, B.q, A.s, A.ld, B.s, B.ld, d, c.m, c.n, c.t};
+      WgradGemmProblem p{A.q, B.q, A.s, A.ld, B.s, B.ld, d, c.m, c.n, c.t, o.out};
       const double ms = median_ms([&] { return fp8gemm::launch_fp8_gemm_wgrad(p, cfg, 0); }, /*warmup=*/2, runs, flush);
       const double tflops = flops / ms / 1e9;
       std::printf("  dense     M=%d N=%d T=%d  %-22s %8.3f ms %7.1f TFLOP/s\n", c.m, c.n, c.t, cfg_name(cfg).c_str(),
@@ -422,7 +460,7 @@ void bench(const BenchOptions& o) {
       for (const fp8gemm::CompiledTile& tile : fp8gemm::kCompiledWgradTiles) {
         if (!bench_tile(o, tile)) continue;
         const GemmConfig cfg{tile.block_m, tile.block_n, 0, 0, 1};
-        GroupedWgradGemmProblem p{A.q, B.q, A.s, A.ld, B.s, B.ld, d, m, n, t, g, d_sizes};
+        GroupedWgradGemmProblem p{A.q, B.q, A.s, A.ld, B.s, B.ld, d, m, n, t, g, d_sizes, o.out};
         const double ms =
             median_ms([&] { return fp8gemm::launch_fp8_grouped_gemm_wgrad(p, cfg, 0); }, /*warmup=*/2, runs, flush);
         const double tflops = flops / ms / 1e9;
@@ -452,6 +490,7 @@ int main(int argc, char** argv) {
     else if (arg.rfind("--runs=", 0) == 0) bench_options.runs = std::max(1, std::atoi(arg.c_str() + 7));
     else if (arg.rfind("--shape=", 0) == 0)
       std::sscanf(arg.c_str() + 8, "%dx%dx%d", &bench_options.m, &bench_options.n, &bench_options.t);
+    else if (arg == "--out=bf16") bench_options.out = fp8gemm::OutDtype::kBF16;
     else if (arg.rfind("--tile=", 0) == 0)
       std::sscanf(arg.c_str() + 7, "%dx%d", &bench_options.tile_m, &bench_options.tile_n);
     else {

@@ -1,11 +1,12 @@
 // XLA FFI handlers of the weight-gradient FP8 GEMMs (cuda/gemm/fp8_gemm.h: launch_fp8_gemm_wgrad,
 // launch_fp8_grouped_gemm_wgrad). Both operands carry 1x128 scales along the token axis T (the
-// contracted one), handed over MN-major by the Python side (jax_fp8gemm/wgrad.py), FP32 output.
+// contracted one), handed over MN-major by the Python side (jax_fp8gemm/wgrad.py); FP32 or bf16
+// output (the result buffer's dtype).
 //
 //   fp8gemm_gemm_wgrad          a [M,T], sfa [cdiv(T,128), align(M,4)], b [N,T],
-//                               sfb [cdiv(T,128), align(N,4)] -> d f32 [M,N]
-//   fp8gemm_grouped_gemm_wgrad  the same plus padded group sizes s32 [G] (multiples of 128 tokens,
-//                               read on the device only) -> d f32 [G,M,N]
+//                               sfb [cdiv(T,128), align(N,4)] -> d f32/bf16 [M,N]
+//   fp8gemm_grouped_gemm_wgrad  the same plus the unpadded group sizes s32 [G] (read on the device
+//                               only) -> d f32/bf16 [G,M,N]
 // No host synchronisation: both are command-buffer (CUDA graph) compatible.
 #include "ffi/ffi_common.h"
 #include "gemm/fp8_gemm.h"
@@ -48,23 +49,24 @@ GemmConfig make_config(int64_t block_m, int64_t block_n, int64_t num_stages, int
 }
 
 ffi::Error GemmWgrad(cudaStream_t stream, ffi::AnyBuffer a, ffi::Buffer<ffi::F32> sfa, ffi::AnyBuffer b,
-                     ffi::Buffer<ffi::F32> sfb, ffi::Result<ffi::Buffer<ffi::F32>> d, int64_t block_m,
+                     ffi::Buffer<ffi::F32> sfb, ffi::Result<ffi::AnyBuffer> d, int64_t block_m,
                      int64_t block_n, int64_t num_stages, int64_t num_sms) {
   const std::string op = "gemm_wgrad";
   WgradGemmProblem p{};
   if (auto err = check_operands(op, a, sfa, b, sfb, &p); err.failure()) return err;
+  if (auto err = ffi_util::output_dtype(op, *d, &p.out_dtype); err.failure()) return err;
   const auto dd = d->dimensions();
-  if (dd.size() != 2 || dd[0] != p.m || dd[1] != p.n) return invalid(op + ": d must be f32 [M,N]");
+  if (dd.size() != 2 || dd[0] != p.m || dd[1] != p.n) return invalid(op + ": d must be [M,N]");
   if (p.m == 0 || p.n == 0) return ffi::Error::Success();
   if (p.t == 0) return invalid(op + ": T must be > 0");
-  p.d = d->typed_data();
+  p.d = d->untyped_data();
   return ffi_util::cuda_error(launch_fp8_gemm_wgrad(p, make_config(block_m, block_n, num_stages, num_sms), stream),
                               "gemm_wgrad launch");
 }
 
 ffi::Error GroupedGemmWgrad(cudaStream_t stream, ffi::AnyBuffer a, ffi::Buffer<ffi::F32> sfa, ffi::AnyBuffer b,
                             ffi::Buffer<ffi::F32> sfb, ffi::Buffer<ffi::S32> group_sizes,
-                            ffi::Result<ffi::Buffer<ffi::F32>> d, int64_t block_m, int64_t block_n,
+                            ffi::Result<ffi::AnyBuffer> d, int64_t block_m, int64_t block_n,
                             int64_t num_stages, int64_t num_sms) {
   const std::string op = "grouped_gemm_wgrad";
   WgradGemmProblem ops{};
@@ -72,13 +74,15 @@ ffi::Error GroupedGemmWgrad(cudaStream_t stream, ffi::AnyBuffer a, ffi::Buffer<f
   const auto gd = group_sizes.dimensions(), dd = d->dimensions();
   if (gd.size() != 1) return invalid(op + ": group sizes must be int32 [G]");
   const int64_t g = gd[0];
+  if (auto err = ffi_util::output_dtype(op, *d, &ops.out_dtype); err.failure()) return err;
   if (dd.size() != 3 || dd[0] != g || dd[1] != ops.m || dd[2] != ops.n)
-    return invalid(op + ": d must be f32 [G,M,N]");
+    return invalid(op + ": d must be [G,M,N]");
   if (g * static_cast<int64_t>(ops.m) > INT32_MAX) return invalid(op + ": G * M too large");
   if (g == 0 || ops.m == 0 || ops.n == 0) return ffi::Error::Success();
   if (ops.t == 0) return invalid(op + ": T must be > 0");
-  GroupedWgradGemmProblem p{ops.a,   ops.b, ops.sfa, ops.sfa_ld, ops.sfb, ops.sfb_ld, d->typed_data(),
-                            ops.m,   ops.n, ops.t,   int(g),     group_sizes.typed_data()};
+  GroupedWgradGemmProblem p{ops.a, ops.b, ops.sfa, ops.sfa_ld, ops.sfb,    ops.sfb_ld,
+                            d->untyped_data(), ops.m, ops.n, ops.t, int(g), group_sizes.typed_data(),
+                            ops.out_dtype};
   return ffi_util::cuda_error(
       launch_fp8_grouped_gemm_wgrad(p, make_config(block_m, block_n, num_stages, num_sms), stream),
       "grouped_gemm_wgrad launch");
@@ -87,13 +91,13 @@ ffi::Error GroupedGemmWgrad(cudaStream_t stream, ffi::AnyBuffer a, ffi::Buffer<f
 }  // namespace
 
 XLA_FFI_DEFINE_HANDLER_SYMBOL(kFp8GemmWgrad, GemmWgrad,
-                              ffi_util::bind_tile_attrs(ffi_util::bind_gemm_operands().Ret<ffi::Buffer<ffi::F32>>()),
+                              ffi_util::bind_tile_attrs(ffi_util::bind_gemm_operands().Ret<ffi::AnyBuffer>()),
                               {ffi::Traits::kCmdBufferCompatible});
 
 XLA_FFI_DEFINE_HANDLER_SYMBOL(kFp8GroupedGemmWgrad, GroupedGemmWgrad,
                               ffi_util::bind_tile_attrs(ffi_util::bind_gemm_operands()
                                                             .Arg<ffi::Buffer<ffi::S32>>()
-                                                            .Ret<ffi::Buffer<ffi::F32>>()),
+                                                            .Ret<ffi::AnyBuffer>()),
                               {ffi::Traits::kCmdBufferCompatible});
 
 }  // namespace fp8gemm

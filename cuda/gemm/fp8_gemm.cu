@@ -85,21 +85,25 @@ int find_grouped_entry(int block_m, int block_n, OutDtype out) {
   return find_in(grouped_registry(), kNumGroupedEntries, block_m, block_n, out);
 }
 
-// Wgrad kernels: entry 2*i = dense, 2*i+1 = k-grouped, for tile i of FP8GEMM_COMPILED_WGRAD_TILES.
+// Wgrad kernels: two tables (dense, k-grouped), each with a bf16 and an f32 entry per tile of
+// FP8GEMM_COMPILED_WGRAD_TILES.
 constexpr int kNumWgradEntries = 2 * kNumCompiledWgradTiles;
 
-const KernelEntry* wgrad_registry() {
-#define FP8GEMM_ENTRY(BM, BN) detail::wgrad_kernel_entry<BM, BN>(), detail::kgrouped_wgrad_kernel_entry<BM, BN>(),
-  static const KernelEntry table[kNumWgradEntries] = {FP8GEMM_COMPILED_WGRAD_TILES(FP8GEMM_ENTRY)};
+const KernelEntry* wgrad_registry(bool k_grouped) {
+#define FP8GEMM_ENTRY(BM, BN) \
+  detail::wgrad_kernel_entry<BM, BN, OutDtype::kBF16>(), detail::wgrad_kernel_entry<BM, BN, OutDtype::kF32>(),
+  static const KernelEntry dense[kNumWgradEntries] = {FP8GEMM_COMPILED_WGRAD_TILES(FP8GEMM_ENTRY)};
 #undef FP8GEMM_ENTRY
-  return table;
+#define FP8GEMM_ENTRY(BM, BN)                                     \
+  detail::kgrouped_wgrad_kernel_entry<BM, BN, OutDtype::kBF16>(), \
+      detail::kgrouped_wgrad_kernel_entry<BM, BN, OutDtype::kF32>(),
+  static const KernelEntry grouped[kNumWgradEntries] = {FP8GEMM_COMPILED_WGRAD_TILES(FP8GEMM_ENTRY)};
+#undef FP8GEMM_ENTRY
+  return k_grouped ? grouped : dense;
 }
 
-int find_wgrad_entry(int block_m, int block_n, bool k_grouped) {
-  const KernelEntry* t = wgrad_registry();
-  for (int i = 0; i < kNumWgradEntries; i += 2)
-    if (t[i].block_m == block_m && t[i].block_n == block_n) return i + (k_grouped ? 1 : 0);
-  return -1;
+int find_wgrad_entry(int block_m, int block_n, bool k_grouped, OutDtype out) {
+  return find_in(wgrad_registry(k_grouped), kNumWgradEntries, block_m, block_n, out);
 }
 
 int stages_that_fit(const KernelEntry& e, int smem_limit) {
@@ -114,7 +118,7 @@ struct DeviceFacts {
 DeviceFacts g_device_facts[kMaxDevices];
 std::atomic<bool> g_smem_attribute_set[kNumEntries][kMaxDevices];
 std::atomic<bool> g_grouped_smem_attribute_set[kNumGroupedEntries][kMaxDevices];
-std::atomic<bool> g_wgrad_smem_attribute_set[kNumWgradEntries][kMaxDevices];
+std::atomic<bool> g_wgrad_smem_attribute_set[2][kNumWgradEntries][kMaxDevices];  // [k_grouped]
 
 cudaError_t get_device_facts(int dev, int* num_sms, int* smem_limit) {
   if (dev < 0 || dev >= kMaxDevices) return cudaErrorInvalidDevice;
@@ -493,19 +497,19 @@ cudaError_t launch_fp8_grouped_gemm(const GroupedGemmProblem& p, const GemmConfi
 }
 
 // ------------------------------------------------------------------------------------------------
-// Weight-gradient GEMMs (per-row B scales, f32 output): dense and k-grouped.
+// Weight-gradient GEMMs (per-row B scales, f32 or bf16 output): dense and k-grouped.
 // ------------------------------------------------------------------------------------------------
 
 bool is_compiled_wgrad(const GemmConfig& cfg) {
   if (cfg.multicast != 1) return false;
   if (cfg.num_stages < 0 || cfg.num_sms < 0) return false;
-  return find_wgrad_entry(cfg.block_m, cfg.block_n, false) >= 0;
+  return find_wgrad_entry(cfg.block_m, cfg.block_n, false, OutDtype::kF32) >= 0;
 }
 
-int max_stages_wgrad(int block_m, int block_n) {
-  const int idx = find_wgrad_entry(block_m, block_n, false);
+int max_stages_wgrad(int block_m, int block_n, OutDtype out) {
+  const int idx = find_wgrad_entry(block_m, block_n, false, out);
   if (idx < 0) return 0;
-  return std::max(0, stages_that_fit(wgrad_registry()[idx], kSmemPerBlockSm90));
+  return std::max(0, stages_that_fit(wgrad_registry(false)[idx], kSmemPerBlockSm90));
 }
 
 namespace {
@@ -519,27 +523,30 @@ struct WgradOperands {
   int sfa_ld;
   const float* sfb;
   int sfb_ld;
-  float* d;
+  void* d;
   int m, n, t;
+  OutDtype out;
 };
 
 bool wgrad_operands_ok(const WgradOperands& p) {
-  if (p.t % 16 != 0 || p.n % 4 != 0) return false;  // TMA row pitches: 16-byte multiples
+  if (p.out != OutDtype::kF32 && p.out != OutDtype::kBF16) return false;
+  const int out_bytes = p.out == OutDtype::kBF16 ? 2 : 4;
+  if (p.t % 16 != 0 || (p.n * out_bytes) % 16 != 0) return false;  // TMA row pitches: 16-byte multiples
   if (p.sfa_ld < p.m || p.sfa_ld % 4 != 0 || p.sfb_ld < p.n || p.sfb_ld % 4 != 0) return false;
   if (!p.a || !p.b || !p.sfa || !p.sfb || !p.d) return false;
   return aligned(p.a, 16) && aligned(p.b, 16) && aligned(p.sfa, 16) && aligned(p.sfb, 16) && aligned(p.d, 16);
 }
 
 template <class SchedParams, class EpiParams>
-cudaError_t launch_wgrad_kernel(const WgradOperands& p, long long rows_d, long long max_tiles, int entry_idx,
-                                const GemmConfig& cfg, SchedParams sched, const EpiParams& epi,
+cudaError_t launch_wgrad_kernel(const WgradOperands& p, long long rows_d, long long max_tiles, bool k_grouped,
+                                int entry_idx, const GemmConfig& cfg, SchedParams sched, const EpiParams& epi,
                                 cudaStream_t stream) {
-  const KernelEntry& e = wgrad_registry()[entry_idx];
+  const KernelEntry& e = wgrad_registry(k_grouped)[entry_idx];
   LaunchSetup s;
   // >= 2 stages: the deferred-promotion loop waits for stage kb+1 while it still holds kb.
   cudaError_t err = setup_launch(e, cfg, /*min_stages=*/2, &s);
   if (err != cudaSuccess) return err;
-  err = ensure_smem_attribute(g_wgrad_smem_attribute_set[entry_idx][s.dev], e.fn, s.smem_limit);
+  err = ensure_smem_attribute(g_wgrad_smem_attribute_set[k_grouped][entry_idx][s.dev], e.fn, s.smem_limit);
   if (err != cudaSuccess) return err;
   const int grid = persistent_grid(cfg, s.device_sms, max_tiles);
   if (grid < 1) return cudaErrorInvalidValue;
@@ -550,7 +557,7 @@ cudaError_t launch_wgrad_kernel(const WgradOperands& p, long long rows_d, long l
       !encode_operand_map(&maps.b, p.b, p.n, p.t, e.block_n) ||
       !encode_scale_map(&maps.sfa, p.sfa, num_k_blocks, p.m, p.sfa_ld, sfa_box_cols(e)) ||
       !encode_scale_map(&maps.sfb, p.sfb, num_k_blocks, p.n, p.sfb_ld, e.block_n) ||  // kSfbBoxCols
-      !encode_output_map(&maps.d, p.d, OutDtype::kF32, rows_d, p.n, e))
+      !encode_output_map(&maps.d, p.d, p.out, rows_d, p.n, e))
     return cudaErrorInvalidValue;
 
   sched.band = choose_band(grid, e.block_m, e.block_n);
@@ -565,10 +572,10 @@ cudaError_t launch_fp8_gemm_wgrad(const WgradGemmProblem& p, const GemmConfig& c
   if (!is_compiled_wgrad(cfg)) return cudaErrorInvalidValue;
   if (p.m < 0 || p.n < 0 || p.t <= 0) return cudaErrorInvalidValue;
   if (p.m == 0 || p.n == 0) return cudaSuccess;
-  const WgradOperands ops{p.a, p.b, p.sfa, p.sfa_ld, p.sfb, p.sfb_ld, p.d, p.m, p.n, p.t};
+  const WgradOperands ops{p.a, p.b, p.sfa, p.sfa_ld, p.sfb, p.sfb_ld, p.d, p.m, p.n, p.t, p.out_dtype};
   if (!wgrad_operands_ok(ops)) return cudaErrorInvalidValue;
-  const int entry_idx = find_wgrad_entry(cfg.block_m, cfg.block_n, /*k_grouped=*/false);
-  const KernelEntry& e = wgrad_registry()[entry_idx];
+  const int entry_idx = find_wgrad_entry(cfg.block_m, cfg.block_n, /*k_grouped=*/false, p.out_dtype);
+  const KernelEntry& e = wgrad_registry(false)[entry_idx];
   const long long num_tiles =
       static_cast<long long>((p.m + e.block_m - 1) / e.block_m) * ((p.n + e.block_n - 1) / e.block_n);
   if (num_tiles > INT_MAX / 2) return cudaErrorInvalidValue;
@@ -576,7 +583,8 @@ cudaError_t launch_fp8_gemm_wgrad(const WgradGemmProblem& p, const GemmConfig& c
   sched.m = p.m;
   sched.n = p.n;
   sched.band = 1;  // set by launch_wgrad_kernel from the grid
-  return launch_wgrad_kernel(ops, p.m, num_tiles, entry_idx, cfg, sched, EmptyEpilogueParams{}, stream);
+  return launch_wgrad_kernel(ops, p.m, num_tiles, /*k_grouped=*/false, entry_idx, cfg, sched,
+                             EmptyEpilogueParams{}, stream);
 }
 
 cudaError_t launch_fp8_grouped_gemm_wgrad(const GroupedWgradGemmProblem& p, const GemmConfig& cfg,
@@ -584,10 +592,10 @@ cudaError_t launch_fp8_grouped_gemm_wgrad(const GroupedWgradGemmProblem& p, cons
   if (!is_compiled_wgrad(cfg)) return cudaErrorInvalidValue;
   if (p.m < 0 || p.n < 0 || p.t <= 0 || p.num_groups < 0) return cudaErrorInvalidValue;
   if (p.m == 0 || p.n == 0 || p.num_groups == 0) return cudaSuccess;  // D is empty
-  const WgradOperands ops{p.a, p.b, p.sfa, p.sfa_ld, p.sfb, p.sfb_ld, p.d, p.m, p.n, p.t};
+  const WgradOperands ops{p.a, p.b, p.sfa, p.sfa_ld, p.sfb, p.sfb_ld, p.d, p.m, p.n, p.t, p.out_dtype};
   if (!wgrad_operands_ok(ops) || !p.group_sizes || !aligned(p.group_sizes, 4)) return cudaErrorInvalidValue;
-  const int entry_idx = find_wgrad_entry(cfg.block_m, cfg.block_n, /*k_grouped=*/true);
-  const KernelEntry& e = wgrad_registry()[entry_idx];
+  const int entry_idx = find_wgrad_entry(cfg.block_m, cfg.block_n, /*k_grouped=*/true, p.out_dtype);
+  const KernelEntry& e = wgrad_registry(true)[entry_idx];
   // D rows (G * M, plus a tile) and the tile indices are int32 in the kernel.
   const long long rows_d = static_cast<long long>(p.num_groups) * p.m;
   const long long num_tiles = static_cast<long long>(p.num_groups) * ((p.m + e.block_m - 1) / e.block_m) *
@@ -603,7 +611,7 @@ cudaError_t launch_fp8_grouped_gemm_wgrad(const GroupedWgradGemmProblem& p, cons
   RowMaskEpilogueParams epi;
   epi.d = p.d;
   epi.ld = p.n;
-  return launch_wgrad_kernel(ops, rows_d, num_tiles, entry_idx, cfg, sched, epi, stream);
+  return launch_wgrad_kernel(ops, rows_d, num_tiles, /*k_grouped=*/true, entry_idx, cfg, sched, epi, stream);
 }
 
 }  // namespace fp8gemm

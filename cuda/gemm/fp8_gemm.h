@@ -153,7 +153,8 @@ cudaError_t launch_fp8_grouped_gemm(const GroupedGemmProblem& p, const GemmConfi
 //   k-grouped:  D[g, m, n] = the same sum over the tokens of group g only (G consecutive token
 //               ranges of any length; see GroupedWgradGemmProblem).
 //
-// A e4m3 [M, T], B e4m3 [N, T], both K(=T)-major; D FP32 [M, N] (k-grouped: [G, M, N]) row-major.
+// A e4m3 [M, T], B e4m3 [N, T], both K(=T)-major; D [M, N] (k-grouped: [G, M, N]) row-major, FP32
+// or bf16 (rounded once from the FP32 accumulator: what a separate convert of the FP32 result gives).
 // Both scales are per row and 128-token block, MN-major: (m, tb) at sfa[tb * sfa_ld + m], (n, tb) at
 // sfb[tb * sfb_ld + n], tb < cdiv(T, 128). Deterministic (no atomics, no split-K).
 // ------------------------------------------------------------------------------------------------
@@ -164,8 +165,10 @@ struct WgradGemmProblem {
   int sfa_ld;
   const float* sfb;  // B scales, MN-major [cdiv(T,128)][sfb_ld], sfb_ld >= N, multiple of 4
   int sfb_ld;
-  float* d;          // [M, N] f32 row-major; N % 4 == 0 (16-byte row pitch for the TMA store)
+  void* d;           // [M, N] row-major, out_dtype; a row is a multiple of 16 bytes (TMA store
+                     // pitch): N % 4 == 0 for f32, N % 8 == 0 for bf16
   int m, n, t;
+  OutDtype out_dtype = OutDtype::kF32;
 };
 
 // k-grouped: group g owns the tokens [off_g, off_g + group_sizes[g]), off_g = sum_{h<g} sizes[h]:
@@ -181,12 +184,14 @@ struct GroupedWgradGemmProblem {
   int sfa_ld;
   const float* sfb;  // MN-major [cdiv(T,128)][sfb_ld]
   int sfb_ld;
-  float* d;          // [G, M, N] f32
+  void* d;           // [G, M, N], out_dtype (row pitch as for dense)
   int m, n, t, num_groups;
   const int* group_sizes;  // device int32 [G]
+  OutDtype out_dtype = OutDtype::kF32;
 };
 
-// Tiles compiled for the wgrad kernels (dense and k-grouped each, f32 output; multicast must be 1):
+// Tiles compiled for the wgrad kernels (dense and k-grouped each, f32 and bf16 output; multicast
+// must be 1):
 //   256x128  two 64-row waves per math warpgroup (serial promotion), as the forward 256x128: half
 //            the B traffic per FLOP of 128x128; D is staged one 128-row wave at a time (64 KB).
 //   128x128  deferred promotion (k-grouped: with a 28-byte spill per tile, see
@@ -203,12 +208,12 @@ inline constexpr int kNumCompiledWgradTiles =
 // num_sms are not negative.
 bool is_compiled_wgrad(const GemmConfig& cfg);
 
-// Largest number of pipeline stages of a wgrad tile that fits 227 KB; 0 if not compiled.
-int max_stages_wgrad(int block_m, int block_n);
+// Largest number of pipeline stages of a wgrad tile (dense) that fits 227 KB; 0 if not compiled.
+int max_stages_wgrad(int block_m, int block_n, OutDtype out);
 
 // Same contract as launch_fp8_gemm: no allocation, no host synchronisation, no stream queries, TMA
 // descriptors encoded per call; cudaErrorInvalidValue for unsupported shapes/configs (t <= 0,
-// t % 16, n % 4, bad alignment, num_stages < 2, multicast != 1). m == 0 or n == 0: nothing to do.
+// t % 16, a D row not a multiple of 16 bytes, bad alignment, num_stages < 2, multicast != 1). m == 0 or n == 0: nothing to do.
 cudaError_t launch_fp8_gemm_wgrad(const WgradGemmProblem& p, const GemmConfig& cfg, cudaStream_t stream);
 
 // One persistent kernel (KGroupedWgradScheduler: (group, m-block, n-block) tiles, each with its
