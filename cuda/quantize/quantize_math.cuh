@@ -117,9 +117,11 @@ __device__ __forceinline__ __half from_float<__half>(float v) { return __float2h
 // NaN stays NaN). inv = 1/s, IEEE-divided once per group: a product with the reciprocal rather
 // than a division per element, because XLA turns x / broadcast(s) into exactly this, so the
 // reference agrees bitwise on every backend.
-__device__ __forceinline__ void to_e4m3(const float (&v)[kVec], float inv, uint8_t (&out)[kVec]) {
+template <int N>
+__device__ __forceinline__ void to_e4m3(const float (&v)[N], float inv, uint8_t (&out)[N]) {
+  static_assert(N % 2 == 0, "pairs");
 #pragma unroll
-  for (int i = 0; i < kVec; i += 2) {
+  for (int i = 0; i < N; i += 2) {
     const __nv_fp8x2_storage_t pair = __nv_cvt_float2_to_fp8x2(
         make_float2(__fmul_rn(v[i], inv), __fmul_rn(v[i + 1], inv)), __NV_SATFINITE, __NV_E4M3);
     out[i] = pair & 0xFF;

@@ -8,11 +8,14 @@
 // are then one contiguous 512-byte run instead of 128 scattered floats (+4-7% throughput,
 // RESULTS.md session 12), and it is the layout the GEMMs load anyway.
 //
-// One CTA of 256 threads per 128x128 tile. Thread t = 16 * g + l (g < 16 half warps, l < 16)
-// holds the 8 consecutive rows 8g .. 8g+7 at the 8 columns 8l .. 8l+7: a row's 128 values sit in
-// one half warp (row amax = 4 shuffles), and a column's 8 values per thread are 8 consecutive
-// rows, so its e4m3 bytes form one 8-byte word of the transposed tile. The transposed tile is
-// staged in shared memory (16 KB) and written out as 16-byte rows.
+// One CTA per 128x128 tile, R rows per thread: thread t = 16 * g + l (g < 128 / R half warps,
+// l < 16) holds the R consecutive rows Rg .. Rg+R-1 at the 8 columns 8l .. 8l+7: a row's 128
+// values sit in one half warp (row amax = 4 shuffles), and a column's R values per thread are R
+// consecutive rows, so its e4m3 bytes form one R-byte word of the transposed tile. The transposed
+// tile is staged in shared memory (16 KB) and written out as 16-byte rows.
+//   R = 8 (256 threads, up to 128 registers): the plain quantizers, memory-bound at 2 CTAs per SM.
+//   R = 4 (512 threads, up to 64 registers): the fused activations. Their float math between the
+//     loads and the stores is long; twice the warps per SM hide it (RESULTS.md, session 13).
 #include "quantize/quantize.h"
 
 #include <type_traits>
@@ -24,14 +27,19 @@ namespace {
 
 using namespace quant;
 
-constexpr int kThreads = 256;
-constexpr int kRowsPerThread = 8;                 // consecutive tile rows held by one thread
-constexpr int kWarps = kThreads / 32;
 constexpr int kChunk = 16;                        // bytes of one shared-memory chunk / global store
 
+// Threads of a CTA that holds kRows rows per thread.
+template <int kRows>
+constexpr int threads_for() { return kGroup / kRows * kThreadsPerGroup; }
+
+// Rows per thread of each variant (see the top of the file).
+template <Act kAct>
+constexpr int rows_per_thread() { return kAct == Act::kNone ? 8 : 4; }
+
 // Byte offset of (tile column c, tile row m) in the transposed tile [128 columns][128 rows].
-// The 16-byte chunk index is XOR-swizzled with (c / 8) % 8: the 8-byte stores of one warp
-// (16 columns 8 apart x 2 row octets) then hit all 32 banks once per wavefront, and the 16-byte
+// The 16-byte chunk index is XOR-swizzled with (c / 8) % 8: the R-byte stores of one warp
+// (16 columns 8 apart x 2 row groups) then take the minimum of wavefronts (2), and the 16-byte
 // row reads of a quarter warp stay conflict-free.
 __device__ __forceinline__ int t_offset(int c, int m) {
   return c * kGroup + (((m / kChunk) ^ ((c / kVec) % 8)) * kChunk) + m % kChunk;
@@ -48,13 +56,16 @@ __device__ __forceinline__ float magnitude_to_float(uint32_t bits) {
 
 // kAct (row-wise only): the values quantized are act(x) (kGelu) or x * act'(u) (kGeluGrad, u of
 // x's shape), rounded to T, computed right after the loads.
-template <typename T, bool kAlignedIn, bool kAlignedT, bool kBlockwise, Act kAct>
+template <typename T, bool kAlignedIn, bool kAlignedT, bool kBlockwise, Act kAct,
+          int kRowsPerThread = rows_per_thread<kAct>(), int kThreads = threads_for<kRowsPerThread>()>
 __global__ void __launch_bounds__(kThreads, 2)  // two CTAs per SM: one loads while one stores
     quantize_transpose_kernel(const T* __restrict__ x, const T* __restrict__ u, int64_t rows, int64_t cols,
                               bool pow2, uint8_t* __restrict__ q, float* __restrict__ s,
                               uint8_t* __restrict__ qt, float* __restrict__ st) {
   static_assert(kAct == Act::kNone || !kBlockwise, "activations come with row-wise scaling");
   constexpr bool kPacked = kAlignedIn && sizeof(T) == 2;
+  constexpr int kWarps = kThreads / 32;
+  static_assert(kRowsPerThread == 4 || kRowsPerThread == 8, "a column's bytes: one 4- or 8-byte word");
   __shared__ __align__(16) uint8_t tile_t[kGroup * kGroup];
   __shared__ float part_amax[kWarps][kGroup];     // per-warp column amax (row-wise mode)
   __shared__ float col_scale[kGroup];
@@ -225,8 +236,9 @@ __global__ void __launch_bounds__(kThreads, 2)  // two CTAs per SM: one loads wh
       store_vec<false>(q + row * cols + col, row_valid, f, row_s[p]);
   }
 
-  // qt: column i of this thread's chunk, its 8 rows -> one 8-byte word of the transposed tile.
+  // qt: column i of this thread's chunk, its R rows -> one R-byte word of the transposed tile.
   __syncthreads();  // col_scale
+  using Word = typename std::conditional<kRowsPerThread == 8, uint2, uint32_t>::type;
 #pragma unroll
   for (int i = 0; i < kVec; ++i) {
     const int c = l * kVec + i;
@@ -237,16 +249,15 @@ __global__ void __launch_bounds__(kThreads, 2)  // two CTAs per SM: one loads wh
       values(p, e);
       f[p] = e[i];
     }
-    uint8_t out[kVec];
+    alignas(8) uint8_t out[kRowsPerThread];
     to_e4m3(f, 1.0f / col_scale[c], out);
-    *reinterpret_cast<uint2*>(&tile_t[t_offset(c, g * kRowsPerThread)]) =
-        *reinterpret_cast<const uint2*>(out);
+    *reinterpret_cast<Word*>(&tile_t[t_offset(c, g * kRowsPerThread)]) = *reinterpret_cast<const Word*>(out);
   }
   __syncthreads();
 
   // Write the transposed tile: qt row (column c of x) gets this tile's 128 rows, 16 B per thread.
   constexpr int kChunksPerRow = kGroup / kChunk;                 // 8
-  constexpr int kRowsPerStep = kThreads / kChunksPerRow;         // 32
+  constexpr int kRowsPerStep = kThreads / kChunksPerRow;         // 32 or 64
   const int chunk = threadIdx.x % kChunksPerRow;
   const int64_t m = rt * kGroup + chunk * kChunk;                // x row of the chunk's first byte
   const int m_valid = m >= rows ? 0 : (rows - m >= kChunk ? kChunk : int(rows - m));
@@ -272,6 +283,7 @@ template <typename T, bool kBlockwise, Act kAct>
 cudaError_t launch(const void* x, const void* u, int64_t batch, int64_t rows, int64_t cols, bool pow2, void* q,
                    float* s, void* qt, float* st, cudaStream_t stream) {
   const int64_t tiles = batch * ((rows + kGroup - 1) / kGroup) * ((cols + kGroup - 1) / kGroup);
+  constexpr int kThreads = threads_for<rows_per_thread<kAct>()>();
   if (tiles == 0) return cudaSuccess;
   if (tiles > 0x7FFFFFFF) return cudaErrorInvalidValue;
   // Vector paths: x rows start 16-byte aligned (cols % 8 == 0), qt rows 16-byte aligned

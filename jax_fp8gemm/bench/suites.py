@@ -32,6 +32,8 @@ QUANT_CASES = [  # (kind, shape, dtype)
     # fused quantize + transpose (both orientations in one pass), as training uses them
     ("rowwise+T", (8192, 7168), jnp.bfloat16), ("rowwise+T", (16384, 16384), jnp.bfloat16),
     ("blockwise+T", (7168, 16384), jnp.bfloat16),
+    # with gelu fused (fp8_mlp's hidden layer, d_ff 14336 x 8192 tokens): forward and gradient
+    ("rowwise+T gelu", (8192, 14336), jnp.bfloat16), ("rowwise+T gelu grad", (8192, 14336), jnp.bfloat16),
 ]
 _QUANT_OPS = {  # kind: (ours, the jnp reference, ours without fusion)
     "rowwise": (fg.quantize_rowwise, reference.quantize_rowwise, None),
@@ -40,7 +42,16 @@ _QUANT_OPS = {  # kind: (ours, the jnp reference, ours without fusion)
                   lambda x: (*fg.quantize_rowwise(x), *fg.quantize_rowwise(x.T))),
     "blockwise+T": (fg.quantize_blockwise_transpose, reference.quantize_blockwise_transpose,
                     lambda x: (*fg.quantize_blockwise(x), *fg.quantize_blockwise(x.T))),
+    # unfused: XLA's activation (one fusion), then the fused quantize + transpose
+    "rowwise+T gelu": (lambda u: fg.quantize_rowwise_transpose(u, activation="gelu"),
+                       lambda u: reference.quantize_rowwise_transpose(reference.activate(u, "gelu")),
+                       lambda u: fg.quantize_rowwise_transpose(reference.activate(u, "gelu"))),
+    "rowwise+T gelu grad": (lambda g, u: fg.quantize_rowwise_transpose_act_grad(g, u, "gelu"),
+                            lambda g, u: reference.quantize_rowwise_transpose(
+                                reference.activation_grad(g, u, "gelu")),
+                            lambda g, u: fg.quantize_rowwise_transpose(reference.activation_grad(g, u, "gelu"))),
 }
+_QUANT_INPUTS = {"rowwise+T gelu grad": 2}  # kinds that read more than x (g and u)
 
 
 def _torch():
@@ -76,22 +87,24 @@ def quantize_suite(progress: Progress) -> Iterator[dict]:
         n_elem = int(np.prod(shape))
         itemsize = jnp.dtype(dtype).itemsize
         scales = n_elem // 128 if kind.startswith("rowwise") else n_elem // (128 * 128)
-        copies = 2 if kind.endswith("+T") else 1
-        moved = n_elem * itemsize + copies * (n_elem + scales * 4)  # read x, write q(t) and s(t)
-        reps = sets_needed(n_elem * itemsize, min_reps=4, max_reps=16)
-        keys = jax.random.split(jax.random.key(0), reps)
-        sets = [(_randn(k, shape, dtype),) for k in keys]
+        copies = 2 if "+T" in kind else 1
+        inputs = _QUANT_INPUTS.get(kind, 1)
+        moved = inputs * n_elem * itemsize + copies * (n_elem + scales * 4)  # read x, write q(t) and s(t)
+        reps = sets_needed(inputs * n_elem * itemsize, min_reps=4, max_reps=16)
+        keys = jax.random.split(jax.random.key(0), reps * inputs)
+        sets = [tuple(_randn(keys[inputs * i + j], shape, dtype) for j in range(inputs)) for i in range(reps)]
         ours, ref, unfused = _QUANT_OPS[kind]
         res: dict = {}
         gb = 1e9
         _measure(res, "ours", progress, lambda: time_jax(ours, sets), moved / gb)
         if unfused is not None:
-            _measure(res, "ours unfused (XLA transpose)", progress,
+            label = "ours unfused (XLA gelu)" if "gelu" in kind else "ours unfused (XLA transpose)"
+            _measure(res, label, progress,
                      lambda: time_jax(unfused, sets), moved / gb)
         _measure(res, "XLA jnp quantize", progress, lambda: time_jax(ref, sets), moved / gb)
         copy_bytes = 2 * n_elem * itemsize
         _measure(res, "XLA copy (elementwise)", progress,
-                 lambda: time_jax(lambda x: -x, sets), copy_bytes / gb)
+                 lambda: time_jax(lambda x, *_: -x, sets), copy_bytes / gb)
         if torch is not None:
             tdt = {jnp.bfloat16: torch.bfloat16, jnp.float32: torch.float32}[dtype]
             tsets = [(torch.randn(shape, device="cuda", dtype=tdt),
