@@ -42,9 +42,12 @@ am, am_s = fg.quantize_rowwise(jax.random.normal(key, (4, 70, 400)))
 for out_dtype in (jnp.bfloat16, jnp.float32):
     jax.block_until_ready(fg.grouped_gemm(a, a_s, b, b_s, sizes, out_dtype=out_dtype))
     jax.block_until_ready(fg.grouped_gemm_masked(am, am_s, b, b_s, sizes, out_dtype=out_dtype))
-# Weight gradients (FP32 out): dense, and k-grouped with empty groups and a tail of unused tokens.
+# Weight gradients (FP32 and bf16 out): dense, and k-grouped with empty groups and a tail of unused
+# tokens.
 a, a_s = fg.quantize_rowwise(jax.random.normal(key, (136, 400)))
 b, b_s = fg.quantize_rowwise(jax.random.normal(key, (72, 400)))
-jax.block_until_ready(fg.gemm_wgrad(a, a_s, b, b_s))
-jax.block_until_ready(fg.grouped_gemm_wgrad(a, a_s, b, b_s, jnp.asarray([150, 0, 100, 30], jnp.int32)))
+for out_dtype in (jnp.bfloat16, jnp.float32):
+    jax.block_until_ready(fg.gemm_wgrad(a, a_s, b, b_s, out_dtype=out_dtype))
+    jax.block_until_ready(fg.grouped_gemm_wgrad(a, a_s, b, b_s, jnp.asarray([150, 0, 100, 30], jnp.int32),
+                                                out_dtype=out_dtype))
 print("sanitize_small: done")
