@@ -89,9 +89,10 @@ def test_flax_mlp_layer(rng):
 @pytest.mark.parametrize("shape", [(256, 384), (200, 1000), (3, 130, 256)])
 def test_fused_activation_quantizers_kernel(rng, shape):
     """The kernels' gelu / gelu-gradient against the reference run by XLA:CPU: the same float32
-    formulas on both sides, but CUDA's expf and XLA's exp may differ in the last bit, which can
-    move a value across a bf16 or e4m3 rounding boundary now and then (and a group of only tiny
-    values, e.g. the 2 rows of a partial tile, across the underflow to zero)."""
+    formulas on both sides, but the kernels' fast exp and reciprocal (2 ulp) and XLA's exp differ
+    in the last bits, which can move a value across a bf16 or e4m3 rounding boundary now and then
+    (and a group of only tiny values, e.g. the 2 rows of a partial tile, across the underflow to
+    zero)."""
     u = randn(rng, shape, jnp.bfloat16, scale=3.0)
     g = randn(rng, shape, jnp.bfloat16)
     cpu = jax.devices("cpu")[0]

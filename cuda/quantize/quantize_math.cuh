@@ -84,10 +84,14 @@ enum class Act : int { kNone = 0, kGelu = 1, kGeluGrad = 2 };
 constexpr float kGeluC0 = 0.7978845608028654f;  // sqrt(2 / pi)
 constexpr float kGeluC1 = 0.044715f;
 
-// sigmoid(2z) for gelu's z at x (exp overflows to inf for z << 0: the result is then 0, no NaN).
+// sigmoid(2z) for gelu's z at x. The fast exp (ex2.approx, 2 ulp) and reciprocal: with 512
+// threads per CTA the fused quantizers issue-bound on the accurate expf and IEEE division (+8-14%
+// GB/s measured, RESULTS.md session 13); the result is rounded to bf16/f16 (or quantized to e4m3)
+// right after, so the last bits rarely show. For z << 0 exp overflows to inf or the denominator
+// passes 2^126: the result is then 0 (the reference: a denormal), never NaN.
 __device__ __forceinline__ float gelu_sigmoid(float x) {
   const float z = kGeluC0 * (x + kGeluC1 * (x * x * x));
-  return 1.0f / (1.0f + expf(-2.0f * z));
+  return __fdividef(1.0f, 1.0f + __expf(-2.0f * z));
 }
 
 __device__ __forceinline__ float gelu(float x) { return x * gelu_sigmoid(x); }
