@@ -81,8 +81,10 @@ def test_quantize_nan_inf_match_reference(rng):
     assert_bitwise(fg.quantize_blockwise(x), cpu_reference(fg.reference.quantize_blockwise, x))
 
 
+# (3, 1000, 2056): 408 tiles (more than the SMs hold at once), partial ones both ways and batch
+# boundaries.
 TRANSPOSE_SHAPES = [(128, 128), (4096, 7168), (300, 260), (2, 257, 1000), (33, 136), (5, 4),
-                    (16, 4100), (1000, 24)]
+                    (16, 4100), (1000, 24), (3, 1000, 2056)]
 
 
 @pytest.mark.parametrize("dtype", [jnp.float32, jnp.bfloat16, jnp.float16])

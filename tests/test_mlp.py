@@ -86,7 +86,7 @@ def test_flax_mlp_layer(rng):
 
 @gpu
 @pytest.mark.gpu
-@pytest.mark.parametrize("shape", [(256, 384), (200, 1000), (3, 130, 256)])
+@pytest.mark.parametrize("shape", [(256, 384), (200, 1000), (3, 130, 256), (2, 1000, 2056)])
 def test_fused_activation_quantizers_kernel(rng, shape):
     """The kernels' gelu / gelu-gradient against the reference run by XLA:CPU: the same float32
     formulas on both sides, but the kernels' fast exp and reciprocal (2 ulp) and XLA's exp differ
