@@ -213,7 +213,8 @@ int max_stages_wgrad(int block_m, int block_n, OutDtype out);
 
 // Same contract as launch_fp8_gemm: no allocation, no host synchronisation, no stream queries, TMA
 // descriptors encoded per call; cudaErrorInvalidValue for unsupported shapes/configs (t <= 0,
-// t % 16, a D row not a multiple of 16 bytes, bad alignment, num_stages < 2, multicast != 1). m == 0 or n == 0: nothing to do.
+// t % 16, a D row not a multiple of 16 bytes, bad alignment, num_stages < 2, multicast != 1).
+// m == 0 or n == 0: nothing to do.
 cudaError_t launch_fp8_gemm_wgrad(const WgradGemmProblem& p, const GemmConfig& cfg, cudaStream_t stream);
 
 // One persistent kernel (KGroupedWgradScheduler: (group, m-block, n-block) tiles, each with its

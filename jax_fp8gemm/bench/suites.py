@@ -7,7 +7,7 @@ entry), and results {implementation: value or an "n/a: why" string}.
 from __future__ import annotations
 
 import functools
-from typing import Callable, Iterator
+from typing import Callable, Iterator, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -35,23 +35,34 @@ QUANT_CASES = [  # (kind, shape, dtype)
     # with gelu fused (fp8_mlp's hidden layer, d_ff 14336 x 8192 tokens): forward and gradient
     ("rowwise+T gelu", (8192, 14336), jnp.bfloat16), ("rowwise+T gelu grad", (8192, 14336), jnp.bfloat16),
 ]
-_QUANT_OPS = {  # kind: (ours, the jnp reference, ours without fusion)
-    "rowwise": (fg.quantize_rowwise, reference.quantize_rowwise, None),
-    "blockwise": (fg.quantize_blockwise, reference.quantize_blockwise, None),
-    "rowwise+T": (fg.quantize_rowwise_transpose, reference.quantize_rowwise_transpose,
-                  lambda x: (*fg.quantize_rowwise(x), *fg.quantize_rowwise(x.T))),
-    "blockwise+T": (fg.quantize_blockwise_transpose, reference.quantize_blockwise_transpose,
-                    lambda x: (*fg.quantize_blockwise(x), *fg.quantize_blockwise(x.T))),
+
+
+class _QuantOp(NamedTuple):
+    ours: Callable
+    reference: Callable                # the jnp reference (run by XLA)
+    unfused: Callable | None = None    # ours without the fusion, and what does the rest
+    unfused_by: str = "XLA transpose"
+    inputs: int = 1                    # tensors read (x; g and u for the gelu gradient)
+
+
+_QUANT_OPS = {
+    "rowwise": _QuantOp(fg.quantize_rowwise, reference.quantize_rowwise),
+    "blockwise": _QuantOp(fg.quantize_blockwise, reference.quantize_blockwise),
+    "rowwise+T": _QuantOp(fg.quantize_rowwise_transpose, reference.quantize_rowwise_transpose,
+                          lambda x: (*fg.quantize_rowwise(x), *fg.quantize_rowwise(x.T))),
+    "blockwise+T": _QuantOp(fg.quantize_blockwise_transpose, reference.quantize_blockwise_transpose,
+                            lambda x: (*fg.quantize_blockwise(x), *fg.quantize_blockwise(x.T))),
     # unfused: XLA's activation (one fusion), then the fused quantize + transpose
-    "rowwise+T gelu": (lambda u: fg.quantize_rowwise_transpose(u, activation="gelu"),
-                       lambda u: reference.quantize_rowwise_transpose(reference.activate(u, "gelu")),
-                       lambda u: fg.quantize_rowwise_transpose(reference.activate(u, "gelu"))),
-    "rowwise+T gelu grad": (lambda g, u: fg.quantize_rowwise_transpose_act_grad(g, u, "gelu"),
-                            lambda g, u: reference.quantize_rowwise_transpose(
-                                reference.activation_grad(g, u, "gelu")),
-                            lambda g, u: fg.quantize_rowwise_transpose(reference.activation_grad(g, u, "gelu"))),
+    "rowwise+T gelu": _QuantOp(
+        lambda u: fg.quantize_rowwise_transpose(u, activation="gelu"),
+        lambda u: reference.quantize_rowwise_transpose(reference.activate(u, "gelu")),
+        lambda u: fg.quantize_rowwise_transpose(reference.activate(u, "gelu")), "XLA gelu"),
+    "rowwise+T gelu grad": _QuantOp(
+        lambda g, u: fg.quantize_rowwise_transpose_act_grad(g, u, "gelu"),
+        lambda g, u: reference.quantize_rowwise_transpose(reference.activation_grad(g, u, "gelu")),
+        lambda g, u: fg.quantize_rowwise_transpose(reference.activation_grad(g, u, "gelu")), "XLA gelu",
+        inputs=2),
 }
-_QUANT_INPUTS = {"rowwise+T gelu grad": 2}  # kinds that read more than x (g and u)
 
 
 def _torch():
@@ -88,20 +99,19 @@ def quantize_suite(progress: Progress) -> Iterator[dict]:
         itemsize = jnp.dtype(dtype).itemsize
         scales = n_elem // 128 if kind.startswith("rowwise") else n_elem // (128 * 128)
         copies = 2 if "+T" in kind else 1
-        inputs = _QUANT_INPUTS.get(kind, 1)
+        op = _QUANT_OPS[kind]
+        inputs = op.inputs
         moved = inputs * n_elem * itemsize + copies * (n_elem + scales * 4)  # read x, write q(t) and s(t)
         reps = sets_needed(inputs * n_elem * itemsize, min_reps=4, max_reps=16)
         keys = jax.random.split(jax.random.key(0), reps * inputs)
         sets = [tuple(_randn(keys[inputs * i + j], shape, dtype) for j in range(inputs)) for i in range(reps)]
-        ours, ref, unfused = _QUANT_OPS[kind]
         res: dict = {}
         gb = 1e9
-        _measure(res, "ours", progress, lambda: time_jax(ours, sets), moved / gb)
-        if unfused is not None:
-            label = "ours unfused (XLA gelu)" if "gelu" in kind else "ours unfused (XLA transpose)"
-            _measure(res, label, progress,
-                     lambda: time_jax(unfused, sets), moved / gb)
-        _measure(res, "XLA jnp quantize", progress, lambda: time_jax(ref, sets), moved / gb)
+        _measure(res, "ours", progress, lambda: time_jax(op.ours, sets), moved / gb)
+        if op.unfused is not None:
+            _measure(res, f"ours unfused ({op.unfused_by})", progress,
+                     lambda: time_jax(op.unfused, sets), moved / gb)
+        _measure(res, "XLA jnp quantize", progress, lambda: time_jax(op.reference, sets), moved / gb)
         copy_bytes = 2 * n_elem * itemsize
         _measure(res, "XLA copy (elementwise)", progress,
                  lambda: time_jax(lambda x, *_: -x, sets), copy_bytes / gb)
