@@ -98,24 +98,28 @@ def quantize_rowwise_transpose(x: jax.Array, pow2_scale: bool = False):
 # Activations the row-wise quantize + transpose can apply on the fly (fp8_mlp's hidden layer):
 # forward act(u), and the gradient g * act'(u), computed in float32 and rounded to the input's
 # dtype (as an unfused pass would store them). gelu is jax.nn.gelu's tanh form, with
-# (1 + tanh(z)) / 2 evaluated as sigmoid(2z) (no cancellation for z << 0); the kernels use the same
-# formulas (cuda/quantize/quantize_math.cuh).
-_GELU_C0 = 0.7978845608028654  # sqrt(2 / pi)
-_GELU_C1 = 0.044715
+# (1 + tanh(z)) / 2 evaluated as sigmoid(2z) (no cancellation for z << 0), z = sqrt(2/pi) (u + c u^3)
+# folded into 2z log2(e) = -u (k0 + k1 u^2); the kernels use the same formulas and constants
+# (cuda/quantize/quantize_math.cuh).
+_SQRT_2_OVER_PI, _LOG2_E, _GELU_C = 0.7978845608028654, 1.4426950408889634, 0.044715
+_SIGMOID_K0 = -2.0 * _LOG2_E * _SQRT_2_OVER_PI
+_SIGMOID_K1 = -2.0 * _LOG2_E * _SQRT_2_OVER_PI * _GELU_C
+_GELU_GRAD_K0 = 2.0 * _SQRT_2_OVER_PI  # d(2z)/du = k0 + k1 u^2
+_GELU_GRAD_K1 = 2.0 * _SQRT_2_OVER_PI * 3.0 * _GELU_C
 
 
-def _gelu_sigmoid(u):
-    z = _GELU_C0 * (u + _GELU_C1 * (u * u * u))
-    return 1.0 / (1.0 + jnp.exp(-2.0 * z))
+def _gelu_sigmoid(u, u2):
+    return 1.0 / (1.0 + jnp.exp2(u * (_SIGMOID_K1 * u2 + _SIGMOID_K0)))
 
 
 def _gelu(u):
-    return u * _gelu_sigmoid(u)
+    return u * _gelu_sigmoid(u, u * u)
 
 
 def _gelu_grad(u):
-    p = _gelu_sigmoid(u)
-    return p + 2.0 * u * (p * (1.0 - p)) * (_GELU_C0 * (1.0 + 3.0 * _GELU_C1 * (u * u)))
+    u2 = u * u
+    p = _gelu_sigmoid(u, u2)
+    return (u * (p * (1.0 - p))) * (_GELU_GRAD_K1 * u2 + _GELU_GRAD_K0) + p
 
 
 ACTIVATIONS = {"gelu": (_gelu, _gelu_grad)}  # name -> (act, act'); gelu = jax.nn.gelu's tanh form

@@ -23,11 +23,14 @@ for shape in [(3, 200), (2, 130, 136), (5, 4)]:
             jax.block_until_ready(fg.quantize_rowwise_transpose(x, activation="gelu"))
             jax.block_until_ready(fg.quantize_rowwise_transpose_act_grad(x, 2 * x, "gelu"))
 if sys.argv[1:] == ["quantize"]:
-    x = jax.random.normal(key, (256, 384), jnp.float32).astype(jnp.bfloat16)  # aligned paths
-    jax.block_until_ready(fg.quantize_rowwise_transpose(x))
-    jax.block_until_ready(fg.quantize_blockwise_transpose(x))
-    jax.block_until_ready(fg.quantize_rowwise_transpose(x, activation="gelu"))
-    jax.block_until_ready(fg.quantize_rowwise_transpose_act_grad(x, 2 * x, "gelu"))
+    # aligned paths; then more tiles than resident CTAs, so that the persistent fused activation
+    # kernels run several tiles per CTA (partial tiles, a batch boundary, unaligned qt rows)
+    for shape in [(256, 384), (2, 1100, 2056)]:
+        x = jax.random.normal(key, shape, jnp.float32).astype(jnp.bfloat16)
+        jax.block_until_ready(fg.quantize_rowwise_transpose(x))
+        jax.block_until_ready(fg.quantize_blockwise_transpose(x))
+        jax.block_until_ready(fg.quantize_rowwise_transpose(x, activation="gelu"))
+        jax.block_until_ready(fg.quantize_rowwise_transpose_act_grad(x, 2 * x, "gelu"))
     print("sanitize_small: done")
     sys.exit(0)
 for m, n, k in [(1, 16, 128), (130, 264, 400), (64, 160, 144)]:

@@ -33,10 +33,10 @@ __global__ void quantize_rowwise_kernel(const T* __restrict__ x, int64_t rows, i
 
   float amax = 0.0f;
 #pragma unroll
-  for (int i = 0; i < kVec; ++i) amax = nan_max(amax, fabsf(v[i]));
+  for (int i = 0; i < kVec; ++i) amax = mag_max(amax, fabsf(v[i]));
 #pragma unroll
   for (int offset = kThreadsPerGroup / 2; offset > 0; offset /= 2)
-    amax = nan_max(amax, __shfl_xor_sync(0xFFFFFFFFu, amax, offset));
+    amax = mag_max(amax, __shfl_xor_sync(0xFFFFFFFFu, amax, offset));
   if (!active) return;
 
   const float scale = scale_from_amax(amax, pow2);
@@ -93,16 +93,16 @@ __global__ void __launch_bounds__(kBlockThreads, 2)
       for (int i = 0; i < kVec; ++i) f[i] = v[p][i];
     }
 #pragma unroll
-    for (int i = 0; i < kVec; ++i) amax = nan_max(amax, fabsf(f[i]));
+    for (int i = 0; i < kVec; ++i) amax = mag_max(amax, fabsf(f[i]));
   }
 #pragma unroll
   for (int offset = 16; offset > 0; offset /= 2)
-    amax = nan_max(amax, __shfl_xor_sync(0xFFFFFFFFu, amax, offset));
+    amax = mag_max(amax, __shfl_xor_sync(0xFFFFFFFFu, amax, offset));
   __shared__ float warp_amax[kBlockThreads / 32];
   if (threadIdx.x % 32 == 0) warp_amax[threadIdx.x / 32] = amax;
   __syncthreads();
 #pragma unroll
-  for (int w = 0; w < kBlockThreads / 32; ++w) amax = nan_max(amax, warp_amax[w]);
+  for (int w = 0; w < kBlockThreads / 32; ++w) amax = mag_max(amax, warp_amax[w]);
 
   const float scale = scale_from_amax(amax, pow2);
   if (threadIdx.x == 0) s[block] = scale;

@@ -4,6 +4,7 @@
 #pragma once
 #include <cfloat>
 #include <cstdint>
+#include <type_traits>
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_fp8.h>
@@ -26,8 +27,11 @@ __device__ __forceinline__ int chunk_valid(int64_t col, int64_t end) {
   return left <= 0 ? 0 : (left >= kVec ? kVec : int(left));
 }
 
-// Max of magnitudes that propagates NaN like XLA's max (fmaxf would drop it).
-__device__ __forceinline__ float nan_max(float a, float b) { return (b > a || b != b) ? b : a; }
+// Max of two magnitudes (sign bits clear) that propagates NaN like XLA's max (fmaxf would drop
+// it): such floats' bit patterns order like their values, NaN above inf, so one integer max does.
+__device__ __forceinline__ float mag_max(float a, float b) {
+  return __int_as_float(max(__float_as_int(a), __float_as_int(b)));
+}
 
 // reference.py: scale_from_amax. FLT_MIN floor keeps an all-zero group finite (q = 0, not NaN).
 __device__ __forceinline__ float scale_from_amax(float amax, bool pow2) {
@@ -81,24 +85,40 @@ __device__ __forceinline__ void load_vec(const T* p, int valid, float (&v)[kVec]
 // 1 - tanh(z)^2 = 4 sigmoid(2z) (1 - sigmoid(2z)). reference.py uses the same formulas.
 enum class Act : int { kNone = 0, kGelu = 1, kGeluGrad = 2 };
 
-constexpr float kGeluC0 = 0.7978845608028654f;  // sqrt(2 / pi)
-constexpr float kGeluC1 = 0.044715f;
 
-// sigmoid(2z) for gelu's z at x. The fast exp (ex2.approx, 2 ulp) and reciprocal: with 512
-// threads per CTA the fused quantizers issue-bound on the accurate expf and IEEE division (+8-14%
-// GB/s measured, RESULTS.md session 13); the result is rounded to bf16/f16 (or quantized to e4m3)
-// right after, so the last bits rarely show. For z << 0 exp overflows to inf or the denominator
-// passes 2^126: the result is then 0 (the reference: a denormal), never NaN.
-__device__ __forceinline__ float gelu_sigmoid(float x) {
-  const float z = kGeluC0 * (x + kGeluC1 * (x * x * x));
-  return __fdividef(1.0f, 1.0f + __expf(-2.0f * z));
+// sigmoid(2z) for gelu's z at x, as 1 / (1 + 2^(x (k0 + k1 x^2))) with the constants folded
+// (k0 = -2 log2(e) sqrt(2/pi), k1 = k0 * 0.044715) and the .ftz forms of ex2.approx (2 ulp) and
+// rcp.approx: one MUFU each, where expf, the IEEE division and the non-.ftz forms add range
+// fix-ups. The fused quantizers issue-bound on this math (ncu: ~80% of issue slots, RESULTS.md
+// session 14); the result is rounded to bf16/f16 (or quantized to e4m3) right after, so the last
+// bits rarely show. For z << 0 the exp overflows to inf: the result is then 0 (the reference: a
+// denormal or 0), never NaN.
+constexpr float kSigmoidK0 = float(-2.0 * 1.4426950408889634 * 0.7978845608028654);
+constexpr float kSigmoidK1 = float(-2.0 * 1.4426950408889634 * 0.7978845608028654 * 0.044715);
+constexpr float kGeluGradK0 = float(2.0 * 0.7978845608028654);             // d(2z)/du = k0' + k1' u^2
+constexpr float kGeluGradK1 = float(2.0 * 0.7978845608028654 * 3.0 * 0.044715);
+
+__device__ __forceinline__ float ex2_approx(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+__device__ __forceinline__ float rcp_approx(float x) {
+  float y;
+  asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
 }
 
-__device__ __forceinline__ float gelu(float x) { return x * gelu_sigmoid(x); }
+__device__ __forceinline__ float gelu_sigmoid(float x, float x2) {
+  return rcp_approx(1.0f + ex2_approx(x * fmaf(kSigmoidK1, x2, kSigmoidK0)));
+}
 
+__device__ __forceinline__ float gelu(float x) { return x * gelu_sigmoid(x, x * x); }
+
+// gelu'(u) = p + u p (1 - p) d(2z)/du, p = sigmoid(2z)
 __device__ __forceinline__ float gelu_grad(float u) {
-  const float p = gelu_sigmoid(u);
-  return p + 2.0f * u * (p * (1.0f - p)) * (kGeluC0 * (1.0f + 3.0f * kGeluC1 * (u * u)));
+  const float u2 = u * u, p = gelu_sigmoid(u, u2);
+  return fmaf(u * (p * (1.0f - p)), fmaf(kGeluGradK1, u2, kGeluGradK0), p);
 }
 
 template <Act kAct>
@@ -116,6 +136,20 @@ template <>
 __device__ __forceinline__ __nv_bfloat16 from_float<__nv_bfloat16>(float v) { return __float2bfloat16_rn(v); }
 template <>
 __device__ __forceinline__ __half from_float<__half>(float v) { return __float2half_rn(v); }
+
+// Two floats rounded to a 16-bit T, packed low | high << 16: one F2FP instead of two converts
+// and a byte permute.
+template <typename T>
+__device__ __forceinline__ uint32_t round_pair(float lo, float hi) {
+  if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+    const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+    return *reinterpret_cast<const uint32_t*>(&v);
+  } else {
+    static_assert(std::is_same_v<T, __half>, "16-bit types");
+    const __half2 v = __floats2half2_rn(lo, hi);
+    return *reinterpret_cast<const uint32_t*>(&v);
+  }
+}
 
 // Converts v * inv to e4m3 with saturation (satfinite == reference's clip(-448, 448) then cast;
 // NaN stays NaN). inv = 1/s, IEEE-divided once per group: a product with the reciprocal rather

@@ -8,16 +8,18 @@
 // are then one contiguous 512-byte run instead of 128 scattered floats (+4-7% throughput,
 // RESULTS.md session 12), and it is the layout the GEMMs load anyway.
 //
-// One CTA per 128x128 tile, R rows per thread: thread t = 16 * g + l (g < 128 / R half warps,
+// A CTA quantizes 128x128 tiles, R rows per thread: thread t = 16 * g + l (g < 128 / R half warps,
 // l < 16) holds the R consecutive rows Rg .. Rg+R-1 at the 8 columns 8l .. 8l+7: a row's 128
 // values sit in one half warp (row amax = 4 shuffles), and a column's R values per thread are R
 // consecutive rows, so its e4m3 bytes form one R-byte word of the transposed tile. The transposed
 // tile is staged in shared memory (16 KB) and written out as 16-byte rows.
 //   R = 8 (256 threads, up to 128 registers): the plain quantizers, memory-bound at 2 CTAs per SM.
 //   R = 4 (512 threads, up to 64 registers): the fused activations. Their float math between the
-//     loads and the stores is long; twice the warps per SM hide it (RESULTS.md, session 13).
+//     loads and the stores is long; twice the warps per SM hide it (RESULTS.md, session 13), and
+//     they run persistent with the next tile's loads in flight (below; session 14).
 #include "quantize/quantize.h"
 
+#include <algorithm>
 #include <type_traits>
 
 #include "quantize/quantize_math.cuh"
@@ -45,6 +47,21 @@ __device__ __forceinline__ int t_offset(int c, int m) {
   return c * kGroup + (((m / kChunk) ^ ((c / kVec) % 8)) * kChunk) + m % kChunk;
 }
 
+// cp.async of 16 bytes global -> shared, L2 only (.cg: streamed once); zeros when !ok.
+__device__ __forceinline__ void cp_async_16(void* smem, const void* gmem, bool ok) {
+  const uint32_t dst = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(gmem), "r"(ok ? 16 : 0)
+               : "memory");
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+template <int N>
+__device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory"); }
+
+// Which kernels run persistent and prefetching (see the kernel): the fused activations on packed
+// 16-bit inputs.
+template <typename T, Act kAct>
+constexpr bool prefetches(bool aligned_in) { return aligned_in && sizeof(T) == 2 && kAct != Act::kNone; }
+
 // A 16-bit float's magnitude bits (sign cleared) as a float.
 template <typename T>
 __device__ __forceinline__ float magnitude_to_float(uint32_t bits) {
@@ -56,227 +73,322 @@ __device__ __forceinline__ float magnitude_to_float(uint32_t bits) {
 
 // kAct (row-wise only): the values quantized are act(x) (kGelu) or x * act'(u) (kGeluGrad, u of
 // x's shape), rounded to T, computed right after the loads.
+//
+// The fused activations on packed 16-bit inputs (kPrefetch) run persistent: each CTA walks tiles
+// blockIdx.x, + gridDim.x, ... and, while it quantizes one, its threads copy their chunks of the
+// next (cp.async, 16 B each) into two shared-memory stages of per-thread slots. A thread reads only
+// its own slots, so the pipeline needs no barrier, only cp.async.wait_group. Their math keeps the
+// issue slots busy; with the loads of the next tile already in flight, memory stays busy too
+// (gelu +4%, gelu grad +24%). The other variants take one tile per CTA, loaded with plain vector
+// loads: the plain quantizers are memory-bound and measured 8-14% slower persistent (RESULTS.md,
+// session 14).
 template <typename T, bool kAlignedIn, bool kAlignedT, bool kBlockwise, Act kAct,
           int kRowsPerThread = rows_per_thread<kAct>(), int kThreads = threads_for<kRowsPerThread>()>
 __global__ void __launch_bounds__(kThreads, 2)  // two CTAs per SM: one loads while one stores
-    quantize_transpose_kernel(const T* __restrict__ x, const T* __restrict__ u, int64_t rows, int64_t cols,
-                              bool pow2, uint8_t* __restrict__ q, float* __restrict__ s,
+    quantize_transpose_kernel(const T* __restrict__ x, const T* __restrict__ u, int64_t batches, int64_t rows,
+                              int64_t cols, bool pow2, uint8_t* __restrict__ q, float* __restrict__ s,
                               uint8_t* __restrict__ qt, float* __restrict__ st) {
   static_assert(kAct == Act::kNone || !kBlockwise, "activations come with row-wise scaling");
   constexpr bool kPacked = kAlignedIn && sizeof(T) == 2;
+  constexpr bool kPrefetch = prefetches<T, kAct>(kAlignedIn);
+  constexpr int kInputs = kAct == Act::kGeluGrad ? 2 : 1;  // x, and u for the gradient
   constexpr int kWarps = kThreads / 32;
   static_assert(kRowsPerThread == 4 || kRowsPerThread == 8, "a column's bytes: one 4- or 8-byte word");
   __shared__ __align__(16) uint8_t tile_t[kGroup * kGroup];
   __shared__ float part_amax[kWarps][kGroup];     // per-warp column amax (row-wise mode)
-  __shared__ float col_scale[kGroup];
+  __shared__ float col_inv[kGroup];               // 1 / column scale: divided once per column
   __shared__ float block_amax[kWarps];            // per-warp amax (blockwise mode)
+  // kPrefetch: [2 stages][kInputs][kRowsPerThread][kThreads] chunks (dynamic; a warp's 32 chunks of
+  // one row index are contiguous: conflict-free 16-byte accesses).
+  extern __shared__ uint4 prefetched[];
+  auto slot = [&](int stage, int input, int p) -> uint4* {
+    return &prefetched[((stage * kInputs + input) * kRowsPerThread + p) * kThreads + threadIdx.x];
+  };
 
   const int64_t row_tiles = (rows + kGroup - 1) / kGroup, col_tiles = (cols + kGroup - 1) / kGroup;
-  const int64_t tile = blockIdx.x;                // flat over [batch, row_tiles, col_tiles]
-  const int64_t batch = tile / (row_tiles * col_tiles);
-  const int64_t rt = tile / col_tiles % row_tiles, ct = tile % col_tiles;
+  const int64_t num_tiles = batches * row_tiles * col_tiles;  // flat over [batch, row_tiles, col_tiles]
   const int g = threadIdx.x / kThreadsPerGroup, l = threadIdx.x % kThreadsPerGroup;
   const int warp = threadIdx.x / 32;
-  const int64_t row0 = rt * kGroup + g * kRowsPerThread;  // first of this thread's rows
-  const int64_t col = ct * kGroup + l * kVec;              // first of this thread's columns
-  const int valid = chunk_valid(col, cols);
-  x += batch * rows * cols;
-  if constexpr (kAct == Act::kGeluGrad) u += batch * rows * cols;
-  q += batch * rows * cols;
-  qt += batch * rows * cols;
+  // A tile's (batch, row tile, column tile), by 32-bit division (the launch keeps num_tiles < 2^31).
+  struct Coords { int64_t batch, rt, ct; };
+  auto coords = [&](int64_t tile) {
+    const uint32_t t = uint32_t(tile), band = t / uint32_t(col_tiles);
+    return Coords{band / uint32_t(row_tiles), band % uint32_t(row_tiles), t % uint32_t(col_tiles)};
+  };
+  // This thread's first row and column in a tile, and the offset of the tile's batch.
+  auto first_row = [&](const Coords& c) { return c.rt * kGroup + g * kRowsPerThread; };
+  auto first_col = [&](const Coords& c) { return c.ct * kGroup + l * kVec; };
+  auto batch_offset = [&](const Coords& c) { return c.batch * rows * cols; };
 
-  // Load: packed 16-bit chunks (kPacked) or floats; rows past the end read as zeros.
-  uint4 raw[kPacked ? kRowsPerThread : 1];
-  float v[kPacked ? 1 : kRowsPerThread][kVec];
-  auto values = [&](int p, float (&f)[kVec]) {
-    if constexpr (kPacked) {
-      unpack<T>(raw[p], f);
-    } else {
+  // cp.async of this thread's chunks of tile `tile` into `stage` (rows past the end: zeros), one
+  // commit group per call (empty past the last tile, so that wait_group<1> always means "all but
+  // the newest").
+  auto prefetch = [&](int64_t tile, int stage) {
+    if constexpr (kPrefetch) {
+      if (tile < num_tiles) {
+        const Coords c = coords(tile);
+        const int64_t row0 = first_row(c), col = first_col(c), base = batch_offset(c);
+        const bool col_ok = col < cols;  // kPacked: cols % 8 == 0, so a chunk is all in or all out
 #pragma unroll
-      for (int i = 0; i < kVec; ++i) f[i] = v[p][i];
+        for (int p = 0; p < kRowsPerThread; ++p) {
+          const bool ok = col_ok && row0 + p < rows;
+          const int64_t at = ok ? base + (row0 + p) * cols + col : 0;
+          cp_async_16(slot(stage, 0, p), x + at, ok);
+          if constexpr (kInputs == 2) cp_async_16(slot(stage, 1, p), u + at, ok);
+        }
+      }
+      cp_async_commit();
     }
   };
+
+  prefetch(blockIdx.x, 0);
+  int stage = 0;
+  for (int64_t tile = blockIdx.x; tile < num_tiles; tile += gridDim.x, stage ^= 1) {
+    prefetch(tile + gridDim.x, stage ^ 1);
+    const Coords tc = coords(tile);
+    const int64_t batch = tc.batch, rt = tc.rt, ct = tc.ct;
+    const int64_t row0 = first_row(tc);  // first of this thread's rows
+    const int64_t col = first_col(tc);   // first of this thread's columns
+    const int valid = chunk_valid(col, cols);
+    const int64_t base = batch_offset(tc);
+    const T* const xb = x + base;
+    uint8_t* const qb = q + base;
+    uint8_t* const qtb = qt + base;
+
+    // Load: packed 16-bit chunks (kPacked; prefetched with kPrefetch) or floats; rows past the end
+    // read as zeros.
+    uint4 raw[kPacked ? kRowsPerThread : 1];
+    float v[kPacked ? 1 : kRowsPerThread][kVec];
+    auto values = [&](int p, float (&f)[kVec]) {
+      if constexpr (kPacked) {
+        unpack<T>(raw[p], f);
+      } else {
 #pragma unroll
-  for (int p = 0; p < kRowsPerThread; ++p) {
-    const int64_t row = row0 + p;
-    const int row_valid = row < rows ? valid : 0;
-    const T* src = x + row * cols + col;
-    if constexpr (kPacked) {
-      raw[p] = row_valid == kVec ? __ldg(reinterpret_cast<const uint4*>(src)) : make_uint4(0, 0, 0, 0);
-    } else if (kAlignedIn && row_valid == kVec) {
-      load_vec<T, true>(src, row_valid, v[p]);
+        for (int i = 0; i < kVec; ++i) f[i] = v[p][i];
+      }
+    };
+    if constexpr (kPrefetch) {
+      cp_async_wait<1>();  // this tile's group (the newest is the next tile's)
+#pragma unroll
+      for (int p = 0; p < kRowsPerThread; ++p) raw[p] = *slot(stage, 0, p);
+    } else if constexpr (kPacked) {
+#pragma unroll
+      for (int p = 0; p < kRowsPerThread; ++p)
+        raw[p] = row0 + p < rows && valid == kVec
+                     ? __ldg(reinterpret_cast<const uint4*>(xb + (row0 + p) * cols + col))
+                     : make_uint4(0, 0, 0, 0);
     } else {
-      load_vec<T, false>(src, row_valid, v[p]);
+#pragma unroll
+      for (int p = 0; p < kRowsPerThread; ++p) {
+        const int64_t row = row0 + p;
+        const int row_valid = row < rows ? valid : 0;
+        const T* src = xb + row * cols + col;
+        if (kAlignedIn && row_valid == kVec)
+          load_vec<T, true>(src, row_valid, v[p]);
+        else
+          load_vec<T, false>(src, row_valid, v[p]);
+      }
     }
-  }
-  if constexpr (kAct != Act::kNone) {
-    // act(0) = 0 and 0 * act'(u) = 0: the zero padding past the edges stays zero.
+    if constexpr (kAct != Act::kNone) {
+      // act(0) = 0 and 0 * act'(u) = 0: the zero padding past the edges stays zero.
+#pragma unroll
+      for (int p = 0; p < kRowsPerThread; ++p) {
+        const int64_t row = row0 + p;
+        const int row_valid = row < rows ? valid : 0;
+        float uf[kVec] = {};
+        if constexpr (kAct == Act::kGeluGrad) {
+          if constexpr (kPrefetch)
+            unpack<T>(*slot(stage, 1, p), uf);
+          else if (kAlignedIn && row_valid == kVec)
+            load_vec<T, true>(u + base + row * cols + col, row_valid, uf);
+          else
+            load_vec<T, false>(u + base + row * cols + col, row_valid, uf);
+        }
+        float f[kVec];
+        values(p, f);
+        if constexpr (kPacked) {
+          uint32_t* word = reinterpret_cast<uint32_t*>(&raw[p]);
+#pragma unroll
+          for (int j = 0; j < kVec / 2; ++j)
+            word[j] = round_pair<T>(activate<kAct>(f[2 * j], uf[2 * j]),
+                                    activate<kAct>(f[2 * j + 1], uf[2 * j + 1]));
+        } else {
+#pragma unroll
+          for (int i = 0; i < kVec; ++i) v[p][i] = to_float(from_float<T>(activate<kAct>(f[i], uf[i])));
+        }
+      }
+    }
+
+    // Amax: per row (over the half warp) and per column (over the CTA), or per block.
+    float row_amax[kRowsPerThread], col_amax[kVec];
+    if constexpr (kPacked) {
+      // Magnitude bits of a 16-bit float compare like its value (sign-magnitude, NaN above inf), so
+      // an unsigned max of (bits & 0x7FFF) is mag_max of |x|, two values per 32-bit word at once.
+      uint32_t col_mag[kVec / 2] = {};
+#pragma unroll
+      for (int p = 0; p < kRowsPerThread; ++p) {
+        const uint32_t* word = reinterpret_cast<const uint32_t*>(&raw[p]);
+        uint32_t row_mag = 0;
+#pragma unroll
+        for (int j = 0; j < kVec / 2; ++j) {
+          const uint32_t mag = word[j] & 0x7FFF7FFFu;
+          col_mag[j] = __vmaxu2(col_mag[j], mag);
+          row_mag = __vmaxu2(row_mag, mag);
+        }
+        row_amax[p] = magnitude_to_float<T>(max(row_mag & 0xFFFFu, row_mag >> 16));
+      }
+#pragma unroll
+      for (int j = 0; j < kVec / 2; ++j) {
+        col_amax[2 * j] = magnitude_to_float<T>(col_mag[j] & 0xFFFFu);
+        col_amax[2 * j + 1] = magnitude_to_float<T>(col_mag[j] >> 16);
+      }
+    } else {
+#pragma unroll
+      for (int i = 0; i < kVec; ++i) col_amax[i] = 0.0f;
+#pragma unroll
+      for (int p = 0; p < kRowsPerThread; ++p) {
+        row_amax[p] = 0.0f;
+#pragma unroll
+        for (int i = 0; i < kVec; ++i) {
+          row_amax[p] = mag_max(row_amax[p], fabsf(v[p][i]));
+          col_amax[i] = mag_max(col_amax[i], fabsf(v[p][i]));
+        }
+      }
+    }
+    float row_s[kRowsPerThread];
+    if constexpr (kBlockwise) {
+      float amax = 0.0f;
+#pragma unroll
+      for (int p = 0; p < kRowsPerThread; ++p) amax = mag_max(amax, row_amax[p]);
+#pragma unroll
+      for (int offset = 16; offset > 0; offset /= 2)
+        amax = mag_max(amax, __shfl_xor_sync(0xFFFFFFFFu, amax, offset));
+      if (threadIdx.x % 32 == 0) block_amax[warp] = amax;
+      __syncthreads();
+#pragma unroll
+      for (int w = 0; w < kWarps; ++w) amax = mag_max(amax, block_amax[w]);
+      const float scale = scale_from_amax(amax, pow2);
+      if (threadIdx.x < kGroup) col_inv[threadIdx.x] = 1.0f / scale;
+#pragma unroll
+      for (int p = 0; p < kRowsPerThread; ++p) row_s[p] = scale;
+      if (threadIdx.x == 0) {
+        s[(batch * row_tiles + rt) * col_tiles + ct] = scale;
+        st[(batch * col_tiles + ct) * row_tiles + rt] = scale;
+      }
+    } else {
+#pragma unroll
+      for (int p = 0; p < kRowsPerThread; ++p) {
+#pragma unroll
+        for (int offset = kThreadsPerGroup / 2; offset > 0; offset /= 2)
+          row_amax[p] = mag_max(row_amax[p], __shfl_xor_sync(0xFFFFFFFFu, row_amax[p], offset));
+        row_s[p] = scale_from_amax(row_amax[p], pow2);
+      }
+      // Lanes l and l + 16 hold the same columns (row octets g and g + 1).
+#pragma unroll
+      for (int i = 0; i < kVec; ++i) {
+        col_amax[i] = mag_max(col_amax[i], __shfl_xor_sync(0xFFFFFFFFu, col_amax[i], 16));
+        if (threadIdx.x % 32 < kThreadsPerGroup) part_amax[warp][l * kVec + i] = col_amax[i];
+      }
+      __syncthreads();
+      if (threadIdx.x < kGroup) {
+        float amax = 0.0f;
+#pragma unroll
+        for (int w = 0; w < kWarps; ++w) amax = mag_max(amax, part_amax[w][threadIdx.x]);
+        const float scale = scale_from_amax(amax, pow2);
+        col_inv[threadIdx.x] = 1.0f / scale;
+        const int64_t c = ct * kGroup + threadIdx.x;
+        if (c < cols) st[(batch * row_tiles + rt) * cols + c] = scale;  // MN-major: 512 B per tile
+      }
+      if (l == 0) {
+#pragma unroll
+        for (int p = 0; p < kRowsPerThread; ++p)
+          if (row0 + p < rows) s[(batch * col_tiles + ct) * rows + row0 + p] = row_s[p];  // MN-major
+      }
+    }
+
+    // q: the rows as they are, 8 bytes per thread and row.
 #pragma unroll
     for (int p = 0; p < kRowsPerThread; ++p) {
       const int64_t row = row0 + p;
       const int row_valid = row < rows ? valid : 0;
-      float uf[kVec] = {};
-      if constexpr (kAct == Act::kGeluGrad) {
-        if (kAlignedIn && row_valid == kVec)
-          load_vec<T, true>(u + row * cols + col, row_valid, uf);
-        else
-          load_vec<T, false>(u + row * cols + col, row_valid, uf);
-      }
       float f[kVec];
       values(p, f);
-      alignas(16) T out[kVec];
-#pragma unroll
-      for (int i = 0; i < kVec; ++i) out[i] = from_float<T>(activate<kAct>(f[i], uf[i]));
-      if constexpr (kPacked) {
-        raw[p] = *reinterpret_cast<const uint4*>(out);
-      } else {
-#pragma unroll
-        for (int i = 0; i < kVec; ++i) v[p][i] = to_float(out[i]);
-      }
+      if (kAlignedIn && row_valid == kVec)
+        store_vec<true>(qb + row * cols + col, row_valid, f, row_s[p]);
+      else if (row_valid > 0)
+        store_vec<false>(qb + row * cols + col, row_valid, f, row_s[p]);
     }
-  }
 
-  // Amax: per row (over the half warp) and per column (over the CTA), or per block.
-  float row_amax[kRowsPerThread], col_amax[kVec];
-  if constexpr (kPacked) {
-    // Magnitude bits of a 16-bit float compare like its value (sign-magnitude, NaN above inf), so
-    // an unsigned max of (bits & 0x7FFF) is nan_max of |x|, two values per 32-bit word at once.
-    uint32_t col_mag[kVec / 2] = {};
-#pragma unroll
-    for (int p = 0; p < kRowsPerThread; ++p) {
-      const uint32_t* word = reinterpret_cast<const uint32_t*>(&raw[p]);
-      uint32_t row_mag = 0;
-#pragma unroll
-      for (int j = 0; j < kVec / 2; ++j) {
-        const uint32_t mag = word[j] & 0x7FFF7FFFu;
-        col_mag[j] = __vmaxu2(col_mag[j], mag);
-        row_mag = __vmaxu2(row_mag, mag);
-      }
-      row_amax[p] = magnitude_to_float<T>(max(row_mag & 0xFFFFu, row_mag >> 16));
-    }
-#pragma unroll
-    for (int j = 0; j < kVec / 2; ++j) {
-      col_amax[2 * j] = magnitude_to_float<T>(col_mag[j] & 0xFFFFu);
-      col_amax[2 * j + 1] = magnitude_to_float<T>(col_mag[j] >> 16);
-    }
-  } else {
-#pragma unroll
-    for (int i = 0; i < kVec; ++i) col_amax[i] = 0.0f;
-#pragma unroll
-    for (int p = 0; p < kRowsPerThread; ++p) {
-      row_amax[p] = 0.0f;
-#pragma unroll
-      for (int i = 0; i < kVec; ++i) {
-        row_amax[p] = nan_max(row_amax[p], fabsf(v[p][i]));
-        col_amax[i] = nan_max(col_amax[i], fabsf(v[p][i]));
-      }
-    }
-  }
-  float row_s[kRowsPerThread];
-  if constexpr (kBlockwise) {
-    float amax = 0.0f;
-#pragma unroll
-    for (int p = 0; p < kRowsPerThread; ++p) amax = nan_max(amax, row_amax[p]);
-#pragma unroll
-    for (int offset = 16; offset > 0; offset /= 2)
-      amax = nan_max(amax, __shfl_xor_sync(0xFFFFFFFFu, amax, offset));
-    if (threadIdx.x % 32 == 0) block_amax[warp] = amax;
-    __syncthreads();
-#pragma unroll
-    for (int w = 0; w < kWarps; ++w) amax = nan_max(amax, block_amax[w]);
-    const float scale = scale_from_amax(amax, pow2);
-    if (threadIdx.x < kGroup) col_scale[threadIdx.x] = scale;
-#pragma unroll
-    for (int p = 0; p < kRowsPerThread; ++p) row_s[p] = scale;
-    if (threadIdx.x == 0) {
-      s[(batch * row_tiles + rt) * col_tiles + ct] = scale;
-      st[(batch * col_tiles + ct) * row_tiles + rt] = scale;
-    }
-  } else {
-#pragma unroll
-    for (int p = 0; p < kRowsPerThread; ++p) {
-#pragma unroll
-      for (int offset = kThreadsPerGroup / 2; offset > 0; offset /= 2)
-        row_amax[p] = nan_max(row_amax[p], __shfl_xor_sync(0xFFFFFFFFu, row_amax[p], offset));
-      row_s[p] = scale_from_amax(row_amax[p], pow2);
-    }
-    // Lanes l and l + 16 hold the same columns (row octets g and g + 1).
+    // qt: column i of this thread's chunk, its R rows -> one R-byte word of the transposed tile.
+    __syncthreads();  // col_inv
+    using Word = typename std::conditional<kRowsPerThread == 8, uint2, uint32_t>::type;
 #pragma unroll
     for (int i = 0; i < kVec; ++i) {
-      col_amax[i] = nan_max(col_amax[i], __shfl_xor_sync(0xFFFFFFFFu, col_amax[i], 16));
-      if (threadIdx.x % 32 < kThreadsPerGroup) part_amax[warp][l * kVec + i] = col_amax[i];
+      const int c = l * kVec + i;
+      float f[kRowsPerThread];
+#pragma unroll
+      for (int p = 0; p < kRowsPerThread; ++p) {
+        float e[kVec];
+        values(p, e);
+        f[p] = e[i];
+      }
+      alignas(8) uint8_t out[kRowsPerThread];
+      to_e4m3(f, col_inv[c], out);
+      *reinterpret_cast<Word*>(&tile_t[t_offset(c, g * kRowsPerThread)]) = *reinterpret_cast<const Word*>(out);
     }
     __syncthreads();
-    if (threadIdx.x < kGroup) {
-      float amax = 0.0f;
-#pragma unroll
-      for (int w = 0; w < kWarps; ++w) amax = nan_max(amax, part_amax[w][threadIdx.x]);
-      const float scale = scale_from_amax(amax, pow2);
-      col_scale[threadIdx.x] = scale;
-      const int64_t c = ct * kGroup + threadIdx.x;
-      if (c < cols) st[(batch * row_tiles + rt) * cols + c] = scale;  // MN-major: 512 B per tile
-    }
-    if (l == 0) {
-#pragma unroll
-      for (int p = 0; p < kRowsPerThread; ++p)
-        if (row0 + p < rows) s[(batch * col_tiles + ct) * rows + row0 + p] = row_s[p];  // MN-major
-    }
-  }
 
-  // q: the rows as they are, 8 bytes per thread and row.
+    // Write the transposed tile: qt row (column c of x) gets this tile's 128 rows, 16 B per thread.
+    constexpr int kChunksPerRow = kGroup / kChunk;                 // 8
+    constexpr int kRowsPerStep = kThreads / kChunksPerRow;         // 32 or 64
+    const int chunk = threadIdx.x % kChunksPerRow;
+    const int64_t m = rt * kGroup + chunk * kChunk;                // x row of the chunk's first byte
+    const int m_valid = m >= rows ? 0 : (rows - m >= kChunk ? kChunk : int(rows - m));
 #pragma unroll
-  for (int p = 0; p < kRowsPerThread; ++p) {
-    const int64_t row = row0 + p;
-    const int row_valid = row < rows ? valid : 0;
-    float f[kVec];
-    values(p, f);
-    if (kAlignedIn && row_valid == kVec)
-      store_vec<true>(q + row * cols + col, row_valid, f, row_s[p]);
-    else if (row_valid > 0)
-      store_vec<false>(q + row * cols + col, row_valid, f, row_s[p]);
-  }
-
-  // qt: column i of this thread's chunk, its R rows -> one R-byte word of the transposed tile.
-  __syncthreads();  // col_scale
-  using Word = typename std::conditional<kRowsPerThread == 8, uint2, uint32_t>::type;
+    for (int step = 0; step < kGroup / kRowsPerStep; ++step) {
+      const int c = step * kRowsPerStep + threadIdx.x / kChunksPerRow;
+      const int64_t col_c = ct * kGroup + c;
+      if (col_c >= cols || m_valid == 0) continue;
+      const uint4 bytes = *reinterpret_cast<const uint4*>(&tile_t[t_offset(c, chunk * kChunk)]);
+      uint8_t* dst = qtb + col_c * rows + m;
+      if (kAlignedT && m_valid == kChunk) {
+        *reinterpret_cast<uint4*>(dst) = bytes;
+      } else {
+        const uint8_t* b = reinterpret_cast<const uint8_t*>(&bytes);
 #pragma unroll
-  for (int i = 0; i < kVec; ++i) {
-    const int c = l * kVec + i;
-    float f[kRowsPerThread];
-#pragma unroll
-    for (int p = 0; p < kRowsPerThread; ++p) {
-      float e[kVec];
-      values(p, e);
-      f[p] = e[i];
-    }
-    alignas(8) uint8_t out[kRowsPerThread];
-    to_e4m3(f, 1.0f / col_scale[c], out);
-    *reinterpret_cast<Word*>(&tile_t[t_offset(c, g * kRowsPerThread)]) = *reinterpret_cast<const Word*>(out);
-  }
-  __syncthreads();
-
-  // Write the transposed tile: qt row (column c of x) gets this tile's 128 rows, 16 B per thread.
-  constexpr int kChunksPerRow = kGroup / kChunk;                 // 8
-  constexpr int kRowsPerStep = kThreads / kChunksPerRow;         // 32 or 64
-  const int chunk = threadIdx.x % kChunksPerRow;
-  const int64_t m = rt * kGroup + chunk * kChunk;                // x row of the chunk's first byte
-  const int m_valid = m >= rows ? 0 : (rows - m >= kChunk ? kChunk : int(rows - m));
-#pragma unroll
-  for (int step = 0; step < kGroup / kRowsPerStep; ++step) {
-    const int c = step * kRowsPerStep + threadIdx.x / kChunksPerRow;
-    const int64_t col_c = ct * kGroup + c;
-    if (col_c >= cols || m_valid == 0) continue;
-    const uint4 bytes = *reinterpret_cast<const uint4*>(&tile_t[t_offset(c, chunk * kChunk)]);
-    uint8_t* dst = qt + col_c * rows + m;
-    if (kAlignedT && m_valid == kChunk) {
-      *reinterpret_cast<uint4*>(dst) = bytes;
-    } else {
-      const uint8_t* b = reinterpret_cast<const uint8_t*>(&bytes);
-#pragma unroll
-      for (int i = 0; i < kChunk; ++i)
-        if (i < m_valid) dst[i] = b[i];
+        for (int i = 0; i < kChunk; ++i)
+          if (i < m_valid) dst[i] = b[i];
+      }
     }
   }
+}
+
+// Their dynamic shared memory: the two prefetch stages.
+template <Act kAct>
+constexpr int prefetch_bytes() {
+  constexpr int kRows = rows_per_thread<kAct>();
+  return 2 * (kAct == Act::kGeluGrad ? 2 : 1) * kRows * threads_for<kRows>() * kChunk;
+}
+
+// CTAs of the persistent grid of kernel <T, aligned_in = true, kAlignedT, kBlockwise, kAct> on the
+// current device: resident CTAs per SM x SMs, queried once per kernel and device (0 on error).
+template <typename T, bool kAlignedT, bool kBlockwise, Act kAct>
+int persistent_ctas() {
+  constexpr int kMaxDevices = 64;
+  static int cached[kMaxDevices] = {};  // benign race: concurrent first calls store the same value
+  int dev = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= kMaxDevices) return 0;
+  if (cached[dev] == 0) {
+    const auto kernel = quantize_transpose_kernel<T, true, kAlignedT, kBlockwise, kAct>;
+    constexpr int kThreads = threads_for<rows_per_thread<kAct>()>(), kSmem = prefetch_bytes<kAct>();
+    int sms = 0, per_sm = 0;
+    if (cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem) != cudaSuccess ||
+        cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess ||
+        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kThreads, kSmem) != cudaSuccess)
+      return 0;
+    cached[dev] = sms * per_sm;
+  }
+  return cached[dev];
 }
 
 template <typename T, bool kBlockwise, Act kAct>
@@ -294,9 +406,19 @@ cudaError_t launch(const void* x, const void* u, int64_t batch, int64_t rows, in
                    : quantize_transpose_kernel<T, true, false, kBlockwise, kAct>)
       : (aligned_t ? quantize_transpose_kernel<T, false, true, kBlockwise, kAct>
                    : quantize_transpose_kernel<T, false, false, kBlockwise, kAct>);
-  kernel<<<unsigned(tiles), kThreads, 0, stream>>>(static_cast<const T*>(x), static_cast<const T*>(u), rows,
-                                                   cols, pow2, static_cast<uint8_t*>(q), s,
-                                                   static_cast<uint8_t*>(qt), st);
+  // Prefetching kernels: a persistent grid; the others: a CTA per tile.
+  int64_t grid = tiles;
+  int smem = 0;
+  if (prefetches<T, kAct>(aligned_in)) {
+    const int ctas = aligned_t ? persistent_ctas<T, true, kBlockwise, kAct>()
+                               : persistent_ctas<T, false, kBlockwise, kAct>();
+    if (ctas <= 0) return cudaErrorInvalidValue;
+    grid = std::min<int64_t>(tiles, ctas);
+    smem = prefetch_bytes<kAct>();
+  }
+  kernel<<<unsigned(grid), kThreads, smem, stream>>>(static_cast<const T*>(x), static_cast<const T*>(u), batch,
+                                                     rows, cols, pow2, static_cast<uint8_t*>(q), s,
+                                                     static_cast<uint8_t*>(qt), st);
   return cudaGetLastError();
 }
 
