@@ -39,6 +39,7 @@ constexpr int threads_for() { return kGroup / kRows * kThreadsPerGroup; }
 template <Act kAct>
 constexpr int rows_per_thread() { return kAct == Act::kNone ? 8 : 4; }
 
+
 // Byte offset of (tile column c, tile row m) in the transposed tile [128 columns][128 rows].
 // The 16-byte chunk index is XOR-swizzled with (c / 8) % 8: the R-byte stores of one warp
 // (16 columns 8 apart x 2 row groups) then take the minimum of wavefronts (2), and the 16-byte
@@ -62,6 +63,15 @@ __device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_gr
 template <typename T, Act kAct>
 constexpr bool prefetches(bool aligned_in) { return aligned_in && sizeof(T) == 2 && kAct != Act::kNone; }
 
+// Resident CTAs per SM each kernel is compiled for (its register budget): two, so that one loads
+// while the other stores, except the prefetching gelu gradient: its prefetch stages (two of two
+// inputs, 128 KB) leave room for one CTA anyway, which then gets twice the registers (no spills;
+// +1.5-3.5%, RESULTS.md session 14).
+template <typename T, Act kAct>
+constexpr int ctas_per_sm(bool aligned_in) {
+  return prefetches<T, kAct>(aligned_in) && kAct == Act::kGeluGrad ? 1 : 2;
+}
+
 // A 16-bit float's magnitude bits (sign cleared) as a float.
 template <typename T>
 __device__ __forceinline__ float magnitude_to_float(uint32_t bits) {
@@ -84,7 +94,7 @@ __device__ __forceinline__ float magnitude_to_float(uint32_t bits) {
 // session 14).
 template <typename T, bool kAlignedIn, bool kAlignedT, bool kBlockwise, Act kAct,
           int kRowsPerThread = rows_per_thread<kAct>(), int kThreads = threads_for<kRowsPerThread>()>
-__global__ void __launch_bounds__(kThreads, 2)  // two CTAs per SM: one loads while one stores
+__global__ void __launch_bounds__(kThreads, ctas_per_sm<T, kAct>(kAlignedIn))
     quantize_transpose_kernel(const T* __restrict__ x, const T* __restrict__ u, int64_t batches, int64_t rows,
                               int64_t cols, bool pow2, uint8_t* __restrict__ q, float* __restrict__ s,
                               uint8_t* __restrict__ qt, float* __restrict__ st) {
