@@ -297,6 +297,43 @@ __device__ __forceinline__ uint32_t pack_bf16x2(float lo, float hi) {
 }
 
 // ------------------------------------------------------------------------------------------------
+// Per-thread asynchronous copies (cp.async, PTX ISA "Data Movement": cp.async / commit_group /
+// wait_group), for kernels whose threads each stage their own data
+// ------------------------------------------------------------------------------------------------
+
+// 16 bytes global -> shared, cached in L2 only (.cg: data streamed once). With ok == false the 16
+// bytes are zero-filled (src-size 0) and gmem is not read.
+__device__ __forceinline__ void cp_async_16(void* smem, const void* gmem, bool ok) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_u32(smem)), "l"(gmem), "r"(ok ? 16 : 0)
+               : "memory");
+}
+
+// Closes this thread's group of cp.asyncs issued since the last commit (an empty group if none).
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+
+// Waits until at most kPending of this thread's committed groups are still in flight.
+template <int kPending>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending) : "memory");
+}
+
+// ------------------------------------------------------------------------------------------------
+// Fast math: one MUFU instruction each (the .ftz forms; without .ftz ptxas adds range fix-ups)
+// ------------------------------------------------------------------------------------------------
+
+__device__ __forceinline__ float ex2_approx_ftz(float x) {  // 2^x, 2 ulp
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+
+__device__ __forceinline__ float rcp_approx_ftz(float x) {  // 1 / x, 1 ulp
+  float y;
+  asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+
+// ------------------------------------------------------------------------------------------------
 // WGMMA (PTX ISA "Asynchronous Warpgroup Level Matrix Multiply-Accumulate")
 // ------------------------------------------------------------------------------------------------
 

@@ -4,10 +4,12 @@
 #pragma once
 #include <cfloat>
 #include <cstdint>
-#include <type_traits>
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_fp8.h>
+#include <type_traits>
+
+#include "common/sm90_ptx.cuh"
 
 namespace fp8gemm {
 namespace quant {
@@ -98,19 +100,8 @@ constexpr float kSigmoidK1 = float(-2.0 * 1.4426950408889634 * 0.797884560802865
 constexpr float kGeluGradK0 = float(2.0 * 0.7978845608028654);             // d(2z)/du = k0' + k1' u^2
 constexpr float kGeluGradK1 = float(2.0 * 0.7978845608028654 * 3.0 * 0.044715);
 
-__device__ __forceinline__ float ex2_approx(float x) {
-  float y;
-  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
-  return y;
-}
-__device__ __forceinline__ float rcp_approx(float x) {
-  float y;
-  asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
-  return y;
-}
-
 __device__ __forceinline__ float gelu_sigmoid(float x, float x2) {
-  return rcp_approx(1.0f + ex2_approx(x * fmaf(kSigmoidK1, x2, kSigmoidK0)));
+  return ptx::rcp_approx_ftz(1.0f + ptx::ex2_approx_ftz(x * fmaf(kSigmoidK1, x2, kSigmoidK0)));
 }
 
 __device__ __forceinline__ float gelu(float x) { return x * gelu_sigmoid(x, x * x); }
@@ -142,8 +133,7 @@ __device__ __forceinline__ __half from_float<__half>(float v) { return __float2h
 template <typename T>
 __device__ __forceinline__ uint32_t round_pair(float lo, float hi) {
   if constexpr (std::is_same_v<T, __nv_bfloat16>) {
-    const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
-    return *reinterpret_cast<const uint32_t*>(&v);
+    return ptx::pack_bf16x2(lo, hi);
   } else {
     static_assert(std::is_same_v<T, __half>, "16-bit types");
     const __half2 v = __floats2half2_rn(lo, hi);

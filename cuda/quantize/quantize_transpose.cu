@@ -22,6 +22,7 @@
 #include <algorithm>
 #include <type_traits>
 
+#include "common/sm90_ptx.cuh"
 #include "quantize/quantize_math.cuh"
 
 namespace fp8gemm {
@@ -47,16 +48,6 @@ constexpr int rows_per_thread() { return kAct == Act::kNone ? 8 : 4; }
 __device__ __forceinline__ int t_offset(int c, int m) {
   return c * kGroup + (((m / kChunk) ^ ((c / kVec) % 8)) * kChunk) + m % kChunk;
 }
-
-// cp.async of 16 bytes global -> shared, L2 only (.cg: streamed once); zeros when !ok.
-__device__ __forceinline__ void cp_async_16(void* smem, const void* gmem, bool ok) {
-  const uint32_t dst = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(gmem), "r"(ok ? 16 : 0)
-               : "memory");
-}
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
-template <int N>
-__device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory"); }
 
 // Which kernels run persistent and prefetching (see the kernel): the fused activations on packed
 // 16-bit inputs.
@@ -143,11 +134,11 @@ __global__ void __launch_bounds__(kThreads, ctas_per_sm<T, kAct>(kAlignedIn))
         for (int p = 0; p < kRowsPerThread; ++p) {
           const bool ok = col_ok && row0 + p < rows;
           const int64_t at = ok ? base + (row0 + p) * cols + col : 0;
-          cp_async_16(slot(stage, 0, p), x + at, ok);
-          if constexpr (kInputs == 2) cp_async_16(slot(stage, 1, p), u + at, ok);
+          ptx::cp_async_16(slot(stage, 0, p), x + at, ok);
+          if constexpr (kInputs == 2) ptx::cp_async_16(slot(stage, 1, p), u + at, ok);
         }
       }
-      cp_async_commit();
+      ptx::cp_async_commit();
     }
   };
 
@@ -178,7 +169,7 @@ __global__ void __launch_bounds__(kThreads, ctas_per_sm<T, kAct>(kAlignedIn))
       }
     };
     if constexpr (kPrefetch) {
-      cp_async_wait<1>();  // this tile's group (the newest is the next tile's)
+      ptx::cp_async_wait<1>();  // this tile's group (the newest is the next tile's)
 #pragma unroll
       for (int p = 0; p < kRowsPerThread; ++p) raw[p] = *slot(stage, 0, p);
     } else if constexpr (kPacked) {
