@@ -42,9 +42,9 @@ __global__ void quantize_rowwise_kernel(const T* __restrict__ x, int64_t rows, i
   const float scale = scale_from_amax(amax, pow2);
   if (lane_in_group == 0) s[group] = scale;
   if (kAligned && valid == kVec)
-    store_vec<true>(q + row * k + col, valid, v, scale);
+    store_vec<true>(q + row * k + col, valid, v, 1.0f / scale);
   else if (valid > 0)
-    store_vec<false>(q + row * k + col, valid, v, scale);
+    store_vec<false>(q + row * k + col, valid, v, 1.0f / scale);
 }
 
 // One CTA of 256 threads per 128x128 block: thread t holds rows t/16 + 16*i (i < 8) at columns
@@ -104,7 +104,7 @@ __global__ void __launch_bounds__(kBlockThreads, 2)
 #pragma unroll
   for (int w = 0; w < kBlockThreads / 32; ++w) amax = mag_max(amax, warp_amax[w]);
 
-  const float scale = scale_from_amax(amax, pow2);
+  const float scale = scale_from_amax(amax, pow2), inv = 1.0f / scale;
   if (threadIdx.x == 0) s[block] = scale;
 #pragma unroll
   for (int p = 0; p < kPasses; ++p) {
@@ -118,9 +118,9 @@ __global__ void __launch_bounds__(kBlockThreads, 2)
       for (int i = 0; i < kVec; ++i) f[i] = v[p][i];
     }
     if (kAligned && row_valid == kVec)
-      store_vec<true>(qb + row * k + col, row_valid, f, scale);
+      store_vec<true>(qb + row * k + col, row_valid, f, inv);
     else if (row_valid > 0)
-      store_vec<false>(qb + row * k + col, row_valid, f, scale);
+      store_vec<false>(qb + row * k + col, row_valid, f, inv);
   }
 }
 

@@ -157,11 +157,12 @@ __device__ __forceinline__ void to_e4m3(const float (&v)[N], float inv, uint8_t 
   }
 }
 
-// Quantizes v with scale s and stores up to kVec bytes (kAligned: all 8, 8-byte aligned).
+// Quantizes v with the inverse scale inv = 1 / s and stores up to kVec bytes (kAligned: all 8,
+// 8-byte aligned).
 template <bool kAligned>
-__device__ __forceinline__ void store_vec(uint8_t* q, int valid, const float (&v)[kVec], float s) {
+__device__ __forceinline__ void store_vec(uint8_t* q, int valid, const float (&v)[kVec], float inv) {
   uint8_t out[kVec];
-  to_e4m3(v, 1.0f / s, out);
+  to_e4m3(v, inv, out);
   if constexpr (kAligned) {
     *reinterpret_cast<uint2*>(q) = *reinterpret_cast<const uint2*>(out);
   } else {

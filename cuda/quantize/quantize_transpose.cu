@@ -63,6 +63,37 @@ constexpr int ctas_per_sm(bool aligned_in) {
   return prefetches<T, kAct>(aligned_in) && kAct == Act::kGeluGrad ? 1 : 2;
 }
 
+// The row-wise amaxes of a half warp, reduce-scattered. Each of its 16 lanes holds partial amaxes
+// (over its 8 columns) of the same R rows. At each of the 4 exchange steps a lane keeps half of
+// its values (the half its lane bit selects) and receives the other lanes' partials of them; once
+// one value is left the steps are plain butterflies. After them lane l holds the amax over all 128
+// columns of row row_of_lane(l): R - 1 + 4 - log2(R) shuffles (5 for R = 4, 8 for R = 8) instead
+// of 4 R, and one scale and division per lane instead of R.
+template <int R>
+__device__ __forceinline__ int row_of_lane(int l) { return l / (kThreadsPerGroup / R); }
+template <int R>
+__device__ __forceinline__ int lane_of_row(int row) { return row * (kThreadsPerGroup / R); }  // its first
+
+template <int R>
+__device__ __forceinline__ float reduce_scatter_rows(float (&amax)[R], int l) {
+#pragma unroll
+  for (int step = 0; step < 4; ++step) {
+    const int offset = kThreadsPerGroup / 2 >> step;
+    const int kept = R >> (step + 1);  // values a lane keeps after this step; 0: a butterfly
+    const bool upper = l & offset;
+    if (kept > 0) {
+#pragma unroll
+      for (int j = 0; j < kept; ++j) {
+        const float mine = upper ? amax[kept + j] : amax[j], theirs = upper ? amax[j] : amax[kept + j];
+        amax[j] = mag_max(mine, __shfl_xor_sync(0xFFFFFFFFu, theirs, offset));
+      }
+    } else {
+      amax[0] = mag_max(amax[0], __shfl_xor_sync(0xFFFFFFFFu, amax[0], offset));
+    }
+  }
+  return amax[0];
+}
+
 // A 16-bit float's magnitude bits (sign cleared) as a float.
 template <typename T>
 __device__ __forceinline__ float magnitude_to_float(uint32_t bits) {
@@ -256,7 +287,7 @@ __global__ void __launch_bounds__(kThreads, ctas_per_sm<T, kAct>(kAlignedIn))
         }
       }
     }
-    float row_s[kRowsPerThread];
+    float row_inv[kRowsPerThread];  // 1 / the scale of each of this thread's rows
     if constexpr (kBlockwise) {
       float amax = 0.0f;
 #pragma unroll
@@ -268,22 +299,26 @@ __global__ void __launch_bounds__(kThreads, ctas_per_sm<T, kAct>(kAlignedIn))
       __syncthreads();
 #pragma unroll
       for (int w = 0; w < kWarps; ++w) amax = mag_max(amax, block_amax[w]);
-      const float scale = scale_from_amax(amax, pow2);
-      if (threadIdx.x < kGroup) col_inv[threadIdx.x] = 1.0f / scale;
+      const float scale = scale_from_amax(amax, pow2), inv = 1.0f / scale;
+      if (threadIdx.x < kGroup) col_inv[threadIdx.x] = inv;
 #pragma unroll
-      for (int p = 0; p < kRowsPerThread; ++p) row_s[p] = scale;
+      for (int p = 0; p < kRowsPerThread; ++p) row_inv[p] = inv;
       if (threadIdx.x == 0) {
         s[(batch * row_tiles + rt) * col_tiles + ct] = scale;
         st[(batch * col_tiles + ct) * row_tiles + rt] = scale;
       }
     } else {
+      // One row per lane after the reduce-scatter: one scale and one division per lane, handed
+      // back to the half warp's lanes by shuffles.
+      const int my_row = row_of_lane<kRowsPerThread>(l);
+      const float my_scale = scale_from_amax(reduce_scatter_rows(row_amax, l), pow2);
+      const float my_inv = 1.0f / my_scale;
 #pragma unroll
-      for (int p = 0; p < kRowsPerThread; ++p) {
-#pragma unroll
-        for (int offset = kThreadsPerGroup / 2; offset > 0; offset /= 2)
-          row_amax[p] = mag_max(row_amax[p], __shfl_xor_sync(0xFFFFFFFFu, row_amax[p], offset));
-        row_s[p] = scale_from_amax(row_amax[p], pow2);
-      }
+      for (int p = 0; p < kRowsPerThread; ++p)
+        row_inv[p] = __shfl_sync(0xFFFFFFFFu, my_inv,
+                                 (threadIdx.x & kThreadsPerGroup) + lane_of_row<kRowsPerThread>(p));
+      if (l == lane_of_row<kRowsPerThread>(my_row) && row0 + my_row < rows)
+        s[(batch * col_tiles + ct) * rows + row0 + my_row] = my_scale;  // MN-major
       // Lanes l and l + 16 hold the same columns (row octets g and g + 1).
 #pragma unroll
       for (int i = 0; i < kVec; ++i) {
@@ -300,11 +335,6 @@ __global__ void __launch_bounds__(kThreads, ctas_per_sm<T, kAct>(kAlignedIn))
         const int64_t c = ct * kGroup + threadIdx.x;
         if (c < cols) st[(batch * row_tiles + rt) * cols + c] = scale;  // MN-major: 512 B per tile
       }
-      if (l == 0) {
-#pragma unroll
-        for (int p = 0; p < kRowsPerThread; ++p)
-          if (row0 + p < rows) s[(batch * col_tiles + ct) * rows + row0 + p] = row_s[p];  // MN-major
-      }
     }
 
     // q: the rows as they are, 8 bytes per thread and row.
@@ -315,9 +345,9 @@ __global__ void __launch_bounds__(kThreads, ctas_per_sm<T, kAct>(kAlignedIn))
       float f[kVec];
       values(p, f);
       if (kAlignedIn && row_valid == kVec)
-        store_vec<true>(qb + row * cols + col, row_valid, f, row_s[p]);
+        store_vec<true>(qb + row * cols + col, row_valid, f, row_inv[p]);
       else if (row_valid > 0)
-        store_vec<false>(qb + row * cols + col, row_valid, f, row_s[p]);
+        store_vec<false>(qb + row * cols + col, row_valid, f, row_inv[p]);
     }
 
     // qt: column i of this thread's chunk, its R rows -> one R-byte word of the transposed tile.
