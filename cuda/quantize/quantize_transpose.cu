@@ -10,8 +10,8 @@
 //
 // A CTA quantizes 128x128 tiles, R rows per thread: thread t = 16 * g + l (g < 128 / R half warps,
 // l < 16) holds the R consecutive rows Rg .. Rg+R-1 at the 8 columns 8l .. 8l+7: a row's 128
-// values sit in one half warp (row amax = 4 shuffles), and a column's R values per thread are R
-// consecutive rows, so its e4m3 bytes form one R-byte word of the transposed tile. The transposed
+// values sit in one half warp (row amaxes: reduce_scatter_rows), and a column's R values per thread
+// are R consecutive rows, so its e4m3 bytes form one R-byte word of the transposed tile. The transposed
 // tile is staged in shared memory (16 KB) and written out as 16-byte rows.
 //   R = 8 (256 threads, up to 128 registers): the plain quantizers, memory-bound at 2 CTAs per SM.
 //   R = 4 (512 threads, up to 64 registers): the fused activations. Their float math between the
@@ -39,7 +39,6 @@ constexpr int threads_for() { return kGroup / kRows * kThreadsPerGroup; }
 // Rows per thread of each variant (see the top of the file).
 template <Act kAct>
 constexpr int rows_per_thread() { return kAct == Act::kNone ? 8 : 4; }
-
 
 // Byte offset of (tile column c, tile row m) in the transposed tile [128 columns][128 rows].
 // The 16-byte chunk index is XOR-swizzled with (c / 8) % 8: the R-byte stores of one warp
