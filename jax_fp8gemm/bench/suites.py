@@ -317,9 +317,10 @@ WGRAD_CASES = [  # (groups, tokens per group, M, N): weight gradients [G,] M x N
 
 
 def wgrad_suite(progress: Progress) -> Iterator[dict]:
-    """Weight-gradient GEMMs (1x128 scales along the token axis on both operands, FP32 out):
-    fg.gemm_wgrad / fg.grouped_gemm_wgrad against XLA's bf16 dot of the same x^T @ dy (per group,
-    as one batched dot of the even groups; ours also with uneven unpadded sizes, same total)."""
+    """Weight-gradient GEMMs (1x128 scales along the token axis on both operands): fg.gemm_wgrad /
+    fg.grouped_gemm_wgrad against XLA's bf16 dot of the same x^T @ dy (per group, as one batched
+    dot of the even groups; ours also with uneven unpadded sizes, same total). FP32 out, and bf16
+    out (what a bf16 weight's gradient gets; XLA's dot then rounds its output to bf16 too)."""
     for g, tokens, m, n in WGRAD_CASES:
         t = g * tokens
         flops = 2.0 * m * n * t / 1e12
@@ -327,32 +328,35 @@ def wgrad_suite(progress: Progress) -> Iterator[dict]:
         xs = [_randn(keys[2 * i], (t, m), jnp.bfloat16) for i in range(2)]
         dys = [_randn(keys[2 * i + 1], (t, n), jnp.bfloat16) for i in range(2)]
         sizes = jnp.full((g,), tokens, jnp.int32)
+        # Unpadded uneven sizes (same total): group boundaries inside 128-token blocks.
+        uneven = jnp.asarray(_group_sizes(t, g, True, np.random.default_rng(1)))
         # The operands as training hands them to the kernel: x^T and dy^T in 1x128 groups along T.
         q = [(*fg.quantize_rowwise(x.T), *fg.quantize_rowwise(dy.T)) for x, dy in zip(xs, dys)]
-        res: dict = {}
-        if g == 1:
-            _measure(res, "ours", progress, lambda: time_jax(fg.gemm_wgrad, q), flops)
-            _measure(res, "XLA bf16 dot", progress, lambda: time_jax(
-                lambda x, dy: jax.lax.dot_general(x, dy, (((0,), (0,)), ((), ())),
-                                                  preferred_element_type=jnp.float32), list(zip(xs, dys))), flops)
-        else:
-            _measure(res, "ours", progress, lambda: time_jax(
-                fg.grouped_gemm_wgrad, [(*args, sizes) for args in q]), flops)
-            # Unpadded uneven sizes (same total): group boundaries inside 128-token blocks.
-            uneven = jnp.asarray(_group_sizes(t, g, True, np.random.default_rng(1)))
-            uneven_res: dict = {}
-            _measure(uneven_res, "ours", progress, lambda: time_jax(
-                fg.grouped_gemm_wgrad, [(*args, uneven) for args in q]), flops)
-            _measure(res, "XLA bf16 batched dot", progress, lambda: time_jax(
-                lambda x, dy: jnp.einsum("gtm,gtn->gmn", x.reshape(g, tokens, m), dy.reshape(g, tokens, n),
-                                         preferred_element_type=jnp.float32), list(zip(xs, dys))), flops)
-        del q, xs, dys
         kind = "dense" if g == 1 else f"k-grouped {g}x{tokens} tokens"
-        yield {"suite": "wgrad", "case": f"{kind} M{m} N{n} T{t}", "metric": "TFLOP/s", "ours": "ours",
-               "results": res}
-        if g > 1:
-            yield {"suite": "wgrad", "case": f"{kind} uneven M{m} N{n} T{t}", "metric": "TFLOP/s",
-                   "ours": "ours", "results": uneven_res}
+        for out in (jnp.float32, jnp.bfloat16):
+            suffix = "" if out == jnp.float32 else " bf16 out"
+            res: dict = {}
+            if g == 1:
+                ours = functools.partial(fg.gemm_wgrad, out_dtype=out)
+                _measure(res, "ours", progress, lambda: time_jax(ours, q), flops)
+                _measure(res, "XLA bf16 dot", progress, lambda: time_jax(
+                    lambda x, dy: jax.lax.dot_general(x, dy, (((0,), (0,)), ((), ())), preferred_element_type=out),
+                    list(zip(xs, dys))), flops)
+            else:
+                ours = functools.partial(fg.grouped_gemm_wgrad, out_dtype=out)
+                _measure(res, "ours", progress, lambda: time_jax(ours, [(*args, sizes) for args in q]), flops)
+                uneven_res: dict = {}
+                _measure(uneven_res, "ours", progress, lambda: time_jax(ours, [(*args, uneven) for args in q]),
+                         flops)
+                _measure(res, "XLA bf16 batched dot", progress, lambda: time_jax(
+                    lambda x, dy: jnp.einsum("gtm,gtn->gmn", x.reshape(g, tokens, m), dy.reshape(g, tokens, n),
+                                             preferred_element_type=out), list(zip(xs, dys))), flops)
+            yield {"suite": "wgrad", "case": f"{kind} M{m} N{n} T{t}{suffix}", "metric": "TFLOP/s",
+                   "ours": "ours", "results": res}
+            if g > 1:
+                yield {"suite": "wgrad", "case": f"{kind} uneven M{m} N{n} T{t}{suffix}", "metric": "TFLOP/s",
+                       "ours": "ours", "results": uneven_res}
+        del q, xs, dys
 
 
 SUITES = {"quantize": quantize_suite, "train": train_suite, "gemm": gemm_suite, "gemm-sweep": gemm_sweep_suite,
