@@ -87,7 +87,6 @@ __device__ __forceinline__ void load_vec(const T* p, int valid, float (&v)[kVec]
 // 1 - tanh(z)^2 = 4 sigmoid(2z) (1 - sigmoid(2z)). reference.py uses the same formulas.
 enum class Act : int { kNone = 0, kGelu = 1, kGeluGrad = 2 };
 
-
 // sigmoid(2z) for gelu's z at x, as 1 / (1 + 2^(x (k0 + k1 x^2))) with the constants folded
 // (k0 = -2 log2(e) sqrt(2/pi), k1 = k0 * 0.044715) and the .ftz forms of ex2.approx (2 ulp) and
 // rcp.approx: one MUFU each, where expf, the IEEE division and the non-.ftz forms add range
