@@ -31,6 +31,35 @@ def mlp_reference64(x, w_up, w_down, dy):
     return y, dx, dw_up, dw_down
 
 
+def test_reference_gelu_and_derivative_in_float32(rng):
+    """The oracle's gelu and gelu' (the sigmoid form with folded constants that the kernels also
+    evaluate) against float64 of jax.nn.gelu's tanh form, written as u * sigmoid(2z) so that
+    float64 itself has no cancellation in the tail, and against jax.nn.gelu and its autodiff
+    derivative in float32 where the tanh form does not cancel much (u > -2)."""
+    u32 = np.concatenate([np.linspace(-12, 12, 100_001), 4 * rng.standard_normal(100_000)]).astype(np.float32)
+    u = u32.astype(np.float64)
+    z = np.sqrt(2 / np.pi) * (u + 0.044715 * u ** 3)
+    s = 1 / (1 + np.exp(-2 * z))
+    gelu64 = u * s
+    grad64 = s + u * 2 * np.sqrt(2 / np.pi) * (1 + 3 * 0.044715 * u ** 2) * s * (1 - s)
+    act, act_grad = R.ACTIVATIONS["gelu"]
+    got = np.asarray(act(jnp.asarray(u32)), np.float64)
+    got_grad = np.asarray(act_grad(jnp.asarray(u32)), np.float64)
+    # A few ulp in the body; in the tail the exponent's float32 rounding is amplified by its size
+    # (|2z| ~ 100 at u = -12: ~1e-5 relative, as with the unfolded formula and XLA's exp). Once
+    # the sigmoid leaves float32's normal range, XLA flushes it to zero.
+    body, normal = u32 >= -4, s > 1e-37
+    np.testing.assert_allclose(got[body], gelu64[body], rtol=3e-6, atol=1e-30)
+    np.testing.assert_allclose(got[normal], gelu64[normal], rtol=2e-5)
+    assert np.all(np.abs(got[~normal]) <= 1e-35)
+    np.testing.assert_allclose(got_grad, grad64, rtol=2e-6, atol=2e-6)
+    no_cancel = u32 > -2
+    want = jax.nn.gelu(u32[no_cancel], approximate=True)
+    np.testing.assert_allclose(got[no_cancel], np.asarray(want), rtol=1e-5, atol=1e-7)
+    want_grad = jax.vmap(jax.grad(lambda v: jax.nn.gelu(v, approximate=True)))(u32[no_cancel])
+    np.testing.assert_allclose(got_grad[no_cancel], np.asarray(want_grad), rtol=1e-5, atol=1e-6)
+
+
 @pytest.mark.parametrize("t,d,f,o", [(256, 384, 512, 256), (200, 136, 520, 72)])
 def test_fp8_mlp_forward_and_grads(rng, t, d, f, o):
     x = randn(rng, (t, d), jnp.bfloat16)
