@@ -19,8 +19,8 @@ from .reference import cdiv
 
 # (block_m, block_n) pairs compiled into the extension: kCompiledTiles in cuda/gemm/fp8_gemm.h.
 # block_m 128 = two math warpgroups (throughput); block_m 64 = one (decode, small M).
-COMPILED_TILES = ((128, 112), (128, 128), (128, 144), (128, 160), (256, 128), (64, 32), (64, 64),
-                  (64, 128))
+COMPILED_TILES = ((128, 112), (128, 128), (128, 144), (128, 160), (128, 192), (256, 128), (64, 32),
+                  (64, 64), (64, 128))
 
 
 @dataclasses.dataclass(frozen=True)

@@ -50,27 +50,30 @@ struct GemmConfig {
 //          8192^3 -> 4736 tiles = 35.9 waves.
 //     144  straddles; 8192^3 -> 57 N-blocks (3648 tiles = 27.6 waves).
 //     160  straddles; N=7168 -> 45 N-blocks (M=4096: 1440 tiles = 10.9 waves).
+//     192  straddles (every other tile); the widest one-wave tile: 96 + 96 registers of output
+//          and accumulator (serial promotion) and 22% less operand traffic per FLOP than 128x128.
+//          N=2112 -> 11 N-blocks (M=4096: 352 tiles = 2.67 waves; DeepGEMM's pick there).
 //   block_m = 256 (two math warpgroups, two 64-row waves each, serial promotion), block_n = 128:
 //          half the B traffic per FLOP of 128x128 (L2 -> SM bandwidth is what 128-row tiles run
 //          into on the H100); bf16 output (f32: compiled, not offered until measured).
 //     (A tile may touch at most two 128-wide B-scale blocks: BLOCK_N <= 128 + gcd(BLOCK_N, 128);
-//      so 176 or 208 are impossible, 192 would be the next candidate.)
+//      so 176 or 208 are impossible.)
 //   block_m = 64 (one math warpgroup: decode / small M, memory-bound on B):
 //     32, 64  many N-tiles so that enough SMs stream B when M <= 64 (N=2112 -> 66 / 33 tiles,
 //             N=4096 -> 128 / 64 tiles per M-block). (16 was measured: no faster at 64x2112x7168,
 //             where 132 tiles fill the SMs, and slower elsewhere: the math loop's per-k-block
 //             latency, not the streaming of B, bounds these shapes.)
 //     128     M in (64, 128]: 2 M-blocks x N/128, with multicast=2 sharing each B tile load.
-// Shared memory (max_stages, bf16 / f32 out): 128x112 6/5, 128x128 5/5, 128x144 5/4, 128x160 5/4,
+// Shared memory (max_stages, bf16 / f32 out): 128x112 6/5, 128x128 5/5, 128x144 5/4, 128x160 5/4, 128x192 4/3,
 // 256x128 3/2, 64x32 18/17, 64x64 13/12, 64x128 8/8.
 // ------------------------------------------------------------------------------------------------
 struct CompiledTile {
   int block_m, block_n;
 };
 inline constexpr CompiledTile kCompiledTiles[] = {
-    {128, 112}, {128, 128}, {128, 144}, {128, 160}, {256, 128}, {64, 32}, {64, 64}, {64, 128},
+    {128, 112}, {128, 128}, {128, 144}, {128, 160}, {128, 192}, {256, 128}, {64, 32}, {64, 64}, {64, 128},
 };
-inline constexpr int kCompiledBlockN[] = {32, 64, 112, 128, 144, 160};
+inline constexpr int kCompiledBlockN[] = {32, 64, 112, 128, 144, 160, 192};
 inline constexpr int kNumCompiledTiles = static_cast<int>(sizeof(kCompiledTiles) / sizeof(kCompiledTiles[0]));
 
 // True iff (cfg.block_m, cfg.block_n) is compiled for `out`, multicast is 1 or 2 and num_stages /
