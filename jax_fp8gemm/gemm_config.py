@@ -50,13 +50,13 @@ def _offered(block_m: int, out_dtype) -> bool:
 
 def _cheapest(candidates, num_sms: int) -> GemmConfig:
     """The wave-and-tile cost model shared by every picker. candidates: (block_m, block_n, tiles,
-    serial) with `tiles` the (estimated) output tiles and `serial` whether the tile runs the serial
-    promotion loop of a one-wave tile (measured 12-20% slower per tile; RESULTS.md). Per-tile time
-    ~ bm*bn MACs plus (bm+bn) operand rows loaded per K step (the load term is what makes small
-    tiles lose when M is large, and big ones lose when M is tiny); ties go to the larger tile."""
+    factor) with `tiles` the (estimated) output tiles and `factor` the relative cost of a tile's
+    main loop (1.0, or more for a loop measured slower per tile). Per-tile time ~ bm*bn MACs plus
+    (bm+bn) operand rows loaded per K step (the load term is what makes small tiles lose when M is
+    large, and big ones lose when M is tiny); ties go to the larger tile."""
     best = None
-    for bm, bn, tiles, serial in candidates:
-        cost = math.ceil(tiles / num_sms) * (bm * bn + 64 * (bm + bn)) * (1.15 if serial else 1.0)
+    for bm, bn, tiles, factor in candidates:
+        cost = math.ceil(tiles / num_sms) * (bm * bn + 64 * (bm + bn)) * factor
         key = (cost, -bm * bn)
         if best is None or key < best[0]:
             best = (key, bm, bn)
@@ -74,8 +74,11 @@ def pick(m: int, n: int, k: int, out_dtype, num_sms: int) -> GemmConfig:
             if m <= 64 and bm > 64:
                 continue  # a second math warpgroup would only multiply zeros
             if _offered(bm, out_dtype):
-                # the 256-row tile's lean two-wave loop is serial but not slower
-                yield bm, bn, cdiv(m, bm) * cdiv(n, bn), not deferred_promotion(bm, bn) and bm != 256
+                # Deferred promotion and the 256-row two-wave loop cost the same per tile; the
+                # (unrolled) serial loop of 128 x 144/160/192 measured 0.99-1.03x per tile against
+                # them (4096x2112x7168, 2048x7168x7168: RESULTS.md, session 15).
+                serial = not deferred_promotion(bm, bn) and bm != 256
+                yield bm, bn, cdiv(m, bm) * cdiv(n, bn), 1.03 if serial else 1.0
 
     # Multicast (two CTAs on neighbouring tiles sharing one A or B load) measured no faster than
     # without on the H100 (benchmarks/RESULTS.md, 2026-11-22): off until it pays.
@@ -111,7 +114,7 @@ def pick_grouped(m: int, n: int, k: int, g: int, num_sms: int, *, masked: bool =
             else:
                 aligned = m % g == 0 and (m // g) % bm == 0
                 m_tiles = cdiv(m, bm) + (0 if aligned else min(g, m) / 2)
-            yield bm, bn, m_tiles * cdiv(n, bn), False
+            yield bm, bn, m_tiles * cdiv(n, bn), 1.0
 
     return _cheapest(candidates(), num_sms)
 
@@ -141,7 +144,7 @@ def pick_wgrad(m: int, n: int, t: int, num_sms: int, *, g: int = 1,
                 continue
             if m > 64 and bm == 64:
                 continue  # one math warpgroup: only for small M
-            serial = k_grouped and bm == 64
-            yield bm, bn, g * cdiv(m, bm) * cdiv(n, bn), serial
+            # the serial loop with per-column scales: measured 12-20% slower per tile (session 9)
+            yield bm, bn, g * cdiv(m, bm) * cdiv(n, bn), 1.15 if k_grouped and bm == 64 else 1.0
 
     return _cheapest(candidates(), num_sms)

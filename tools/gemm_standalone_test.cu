@@ -6,11 +6,12 @@
 //        -o build/gemm_standalone_test
 //
 // Usage: gemm_standalone_test [--small] [--quick] [--no-bench] [--bench-only] [--tile=BMxBN]
-//                             [--seed=N] [--runs=N] [--shape=MxNxK] [--multicast=1|2B|2A]
+//                             [--seed=N] [--runs=N] [--shape=MxNxK] [--multicast=1|2B|2A] [--out=f32]
 //   --small       tiny shapes only, no benchmark (for compute-sanitizer memcheck / racecheck)
 //   --quick       a reduced shape list instead of the full cross product
 //   --no-bench    correctness only;  --bench-only: timing only (still checks the timed outputs)
 //   --tile=BMxBN  only this tile shape
+//   --out=f32     time the f32-output kernels (default bf16)
 //
 // Correctness, per shape and per compiled configuration (tile x out dtype x multicast, plus
 // variants with a shallow pipeline and few SMs so that the stage ring wraps across many tiles):
@@ -219,6 +220,7 @@ struct Options {
   int shape_m = 0, shape_n = 0, shape_k = 0;  // --shape=MxNxK: only this problem
   int tile_m = 0, tile_n = 0;
   std::string multicast;  // --multicast=1|2B|2A: only this multicast mode (default: all)
+  OutDtype bench_out = OutDtype::kBF16;  // --out=f32: time f32 output instead of bf16
   uint64_t seed = 1234;
   int runs = 25;
 };
@@ -254,7 +256,8 @@ std::vector<Variant> bench_variants(const Options& o) {
   for (const auto& t : fp8gemm::kCompiledTiles) {
     if (o.tile_m && (t.block_m != o.tile_m || t.block_n != o.tile_n)) continue;
     for (const auto& [mc, mc_a] : kMulticastModes)
-      if (multicast_selected(o, mc, mc_a)) v.push_back({GemmConfig{t.block_m, t.block_n, 0, 0, mc, mc_a}, OutDtype::kBF16});
+      if (multicast_selected(o, mc, mc_a) && fp8gemm::is_compiled(GemmConfig{t.block_m, t.block_n, 0, 0, mc, mc_a}, o.bench_out))
+        v.push_back({GemmConfig{t.block_m, t.block_n, 0, 0, mc, mc_a}, o.bench_out});
   }
   return v;
 }
@@ -407,6 +410,7 @@ int main(int argc, char** argv) {
     else if (a == "--quick") o.quick = true;
     else if (a == "--no-bench") o.bench = false;
     else if (a == "--bench-only") o.check = false;
+    else if (a == "--out=f32") o.bench_out = OutDtype::kF32;
     else if (a.rfind("--shape=", 0) == 0) std::sscanf(a.c_str() + 8, "%dx%dx%d", &o.shape_m, &o.shape_n, &o.shape_k);
     else if (a.rfind("--tile=", 0) == 0) std::sscanf(a.c_str() + 7, "%dx%d", &o.tile_m, &o.tile_n);
     else if (a.rfind("--multicast=", 0) == 0) o.multicast = a.substr(12);

@@ -56,6 +56,11 @@ constexpr int kProducerRegisters = 40;     // setmaxnreg for the producer warpgr
 // threads (a tile's B scales are staged), 4 = the masking warps of the producer warpgroup.
 constexpr uint32_t kMathBarrierId = 3;
 constexpr uint32_t kMaskBarrierId = 4;
+// Unroll factor of the serial k-loop (one-wave tiles without deferred promotion: 128 x 144/160/192,
+// the k-grouped wgrad 64x128). Measured at 4096x2112x7168 against no unrolling: 128x192 +3%,
+// 128x160 +4%, 128x144 +7% (8: 128x192 and 128x160 +0.5% more, 128x144 8% less; RESULTS.md,
+// session 15).
+constexpr int kSerialUnroll = 4;
 
 namespace detail {
 constexpr int const_gcd(int a, int b) { return b == 0 ? a : const_gcd(b, a % b); }
@@ -205,6 +210,20 @@ __device__ __forceinline__ void promote_dispatch(int split, float (&out)[kNumAcc
       promote<kCur>(out, acc, s0_b0, s1_b0, s0_b1, s1_b1);
     else
       promote_dispatch<kCur + kStep, kStep, kMax>(split, out, acc, s0_b0, s1_b0, s0_b1, s1_b1);
+  }
+}
+
+// Calls f(std::integral_constant<int, split>{}) for the tile-uniform runtime split (candidates as
+// in promote_dispatch), so that a whole loop is compiled once per split.
+template <int kCur, int kStep, int kMax, class F>
+__device__ __forceinline__ void dispatch_split(int split, F&& f) {
+  if constexpr (kCur >= kMax) {
+    f(std::integral_constant<int, kMax>{});
+  } else {
+    if (split == kCur)
+      f(std::integral_constant<int, kCur>{});
+    else
+      dispatch_split<kCur + kStep, kStep, kMax>(split, f);
   }
 }
 
@@ -743,27 +762,38 @@ __global__ void __launch_bounds__(GemmTraits<BLOCK_M, BLOCK_N, Epilogue, kPerRow
         }
       } else {
         // Serial promotion (DeepGEMM's order): issue, wait, release, promote; the two math
-        // warpgroups' promotions overlap each other's wgmmas.
-        for (int kb = 0; kb < tile_k_blocks; ++kb) {
-          float sfb0_cur, sfb1_cur;
-          tile_sfb(kb, sfb0_cur, sfb1_cur);
-          ptx::mbar_wait(&full_bar[stage], phase);
-          float sfa0 = 0.f, sfa1 = 0.f;
-          if (active) {
-            load_sfa(stage, sfa0, sfa1);
-            issue(acc, stage);
-            ptx::wgmma_wait<0>();
-            ptx::fence_operands(acc);
+        // warpgroups' promotions overlap each other's wgmmas. The tile's B-scale split is
+        // dispatched once, outside the loop (one copy of the loop per possible split, as DeepGEMM
+        // does), so that the loop body has no branch and unrolls.
+        auto serial_loop = [&](auto split_c) {
+          [[maybe_unused]] constexpr int kSplit = decltype(split_c)::value;  // not with per-column B scales
+#pragma unroll kSerialUnroll
+          for (int kb = 0; kb < tile_k_blocks; ++kb) {
+            float sfb0_cur, sfb1_cur;
+            tile_sfb(kb, sfb0_cur, sfb1_cur);
+            ptx::mbar_wait(&full_bar[stage], phase);
+            float sfa0 = 0.f, sfa1 = 0.f;
+            if (active) {
+              load_sfa(stage, sfa0, sfa1);
+              issue(acc, stage);
+              ptx::wgmma_wait<0>();
+              ptx::fence_operands(acc);
+            }
+            if constexpr (kPerRowScaleB) {
+              fence_and_release(stage);
+              if (active) promote_per_column(out, acc, sfa0, sfa1, stage, phase);
+            } else {
+              release(stage);
+              if (active)
+                detail::promote<kSplit>(out, acc, sfa0 * sfb0_cur, sfa1 * sfb0_cur, sfa0 * sfb1_cur, sfa1 * sfb1_cur);
+            }
+            advance(stage, phase);
           }
-          if constexpr (kPerRowScaleB) {
-            fence_and_release(stage);
-            if (active) promote_per_column(out, acc, sfa0, sfa1, stage, phase);
-          } else {
-            release(stage);
-            if (active) promote(out, acc, sfa0, sfa1, sfb0_cur, sfb1_cur, split);
-          }
-          advance(stage, phase);
-        }
+        };
+        if constexpr (Traits::kMayStraddle && !kPerRowScaleB)
+          detail::dispatch_split<Traits::kScaleGcd / 8, Traits::kScaleGcd / 8, 16>(split, serial_loop);
+        else
+          serial_loop(std::integral_constant<int, kNumAcc / 4>{});
       }
 
       // Staging tiles: the next tile, and its B scales' global loads, before this tile's epilogue
