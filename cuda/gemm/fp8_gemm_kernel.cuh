@@ -61,10 +61,12 @@ constexpr uint32_t kMaskBarrierId = 4;
 // 128x160 +4%, 128x144 +7% (8: 128x192 and 128x160 +0.5% more, 128x144 8% less; RESULTS.md,
 // session 15).
 constexpr int kSerialUnroll = 4;
-// Unroll factor of the two-wave (256-row tile) k-loop, dense, grouped and wgrad. Measured against
-// 2 (medians of 3 alternated runs): dense 4096x7168x16384 1477 -> 1507, 8192^3 +2%, grouped
-// +0.2-8%, wgrad +1-5% (4: wgrad 2% slower; RESULTS.md, session 15).
-constexpr int kTwoWaveUnroll = 8;
+// Unroll factor of the two-wave (256-row tile) k-loop with bf16 output (dense, grouped, wgrad).
+// Measured against 2 (medians of 3 alternated runs): dense 4096x7168x16384 1477 -> 1507, 8192^3
+// +2%, grouped +0.2-8%, wgrad +2-5% (RESULTS.md, session 15). With f32 output the unrolled loop
+// spills (the f32 epilogue keeps more registers live): 2 there.
+template <int kOutBytes>
+constexpr int kTwoWaveUnroll = kOutBytes == 2 ? 8 : 2;
 
 namespace detail {
 constexpr int const_gcd(int a, int b) { return b == 0 ? a : const_gcd(b, a % b); }
@@ -742,7 +744,7 @@ __global__ void __launch_bounds__(GemmTraits<BLOCK_M, BLOCK_N, Epilogue, kPerRow
         // other's wgmmas. Rows past M are computed from TMA zeros (the epilogue does not store
         // them). BLOCK_N = 128: one B-scale block per tile.
         static_assert(!Traits::kMayStraddle && BLOCK_N == 128, "256-row tiles are 128 wide");
-#pragma unroll kTwoWaveUnroll
+#pragma unroll kTwoWaveUnroll<Epilogue::kElemBytes>
         for (int kb = 0; kb < tile_k_blocks; ++kb) {
           float sfb, unused;
           tile_sfb(kb, sfb, unused);
