@@ -40,8 +40,8 @@ struct GemmConfig {
 // (1 or 2) and num_stages (1 .. max_stages) are runtime parameters of every compiled kernel, so they
 // cost no extra instantiations.
 //
-// Why this set (compile time is not the constraint: each tile compiles, both dtypes, in ~2.5 s on
-// one core; the whole gemm library in ~25 s on one core): tiles are chosen for wave quantisation
+// Why this set (compile time is not the constraint: each tile compiles, both dtypes, in ~4-5 s on
+// one core; the whole gemm library in ~90 s on one core): tiles are chosen for wave quantisation
 // on 132 SMs and for the register budget (out + acc = BLOCK_N floats per thread, <= 232).
 //   block_m = 128 (two math warpgroups; throughput configs, M >= ~256):
 //     128  default; divides the 128-wide B-scale blocks (no straddling). N=4096: 32 N-blocks,
