@@ -201,26 +201,13 @@ __device__ __forceinline__ void promote(float (&out)[kNumAcc], const float (&acc
   }
 }
 
-// Turns the tile-uniform runtime split (in 8-column chunks) into a compile-time one so the
-// promotion needs no per-element selects. Candidates are multiples of kStep up to kMax; the split
-// of a tile is min(BLOCK_N, 128 - col_start % 128) / 8 and col_start % 128 is a multiple of
-// gcd(BLOCK_N, 128), so kStep = gcd / 8 covers every case. kMax (= min(BLOCK_N, 128) / 8) is the
+// Turns the tile-uniform runtime split (in 8-column chunks: chunks [0, split) use the first B-scale
+// block) into a compile-time one: calls f(std::integral_constant<int, split>{}), so that a whole
+// k-loop is compiled once per split and its promotion needs no per-element selects or branches
+// (DeepGEMM does the same). Candidates are multiples of kStep up to kMax: the split of a tile is
+// min(BLOCK_N, 128 - col_start % 128) / 8 and col_start % 128 is a multiple of
+// gcd(BLOCK_N, 128), so kStep = gcd / 8 covers every case; kMax (= min(BLOCK_N, 128) / 8) is the
 // catch-all.
-template <int kCur, int kStep, int kMax, int kNumAcc>
-__device__ __forceinline__ void promote_dispatch(int split, float (&out)[kNumAcc], const float (&acc)[kNumAcc],
-                                                 float s0_b0, float s1_b0, float s0_b1, float s1_b1) {
-  if constexpr (kCur >= kMax) {
-    promote<kMax>(out, acc, s0_b0, s1_b0, s0_b1, s1_b1);
-  } else {
-    if (split == kCur)
-      promote<kCur>(out, acc, s0_b0, s1_b0, s0_b1, s1_b1);
-    else
-      promote_dispatch<kCur + kStep, kStep, kMax>(split, out, acc, s0_b0, s1_b0, s0_b1, s1_b1);
-  }
-}
-
-// Calls f(std::integral_constant<int, split>{}) for the tile-uniform runtime split (candidates as
-// in promote_dispatch), so that a whole loop is compiled once per split.
 template <int kCur, int kStep, int kMax, class F>
 __device__ __forceinline__ void dispatch_split(int split, F&& f) {
   if constexpr (kCur >= kMax) {
@@ -534,19 +521,6 @@ __global__ void __launch_bounds__(GemmTraits<BLOCK_M, BLOCK_N, Epilogue, kPerRow
     auto release = [&](uint32_t st) {
       if (release_lane) ptx::mbar_arrive_cluster(&empty_bar[st], release_rank);
     };
-    // out += a * (sfa * sfb) on the CUDA cores, with the B-scale block split of this tile.
-    auto promote = [&](float (&o)[kNumAcc], const float (&a)[kNumAcc], float sfa0, float sfa1,
-                       float sfb0_cur, float sfb1_cur, int split) {
-      const float s0_b0 = sfa0 * sfb0_cur, s1_b0 = sfa1 * sfb0_cur;
-      if constexpr (!Traits::kMayStraddle) {
-        detail::promote<kNumAcc / 4>(o, a, s0_b0, s1_b0, s0_b0, s1_b0);
-      } else {
-        const float s0_b1 = sfa0 * sfb1_cur, s1_b1 = sfa1 * sfb1_cur;
-        constexpr int kStep = Traits::kScaleGcd / 8;
-        constexpr int kMax = (BLOCK_N < 128 ? BLOCK_N : 128) / 8;
-        detail::promote_dispatch<kStep, kStep, kMax>(split, o, a, s0_b0, s1_b0, s0_b1, s1_b1);
-      }
-    };
     auto advance = [&](uint32_t& st, uint32_t& ph) {
       if (++st == static_cast<uint32_t>(num_stages)) st = 0, ph ^= 1;
     };
@@ -623,6 +597,7 @@ __global__ void __launch_bounds__(GemmTraits<BLOCK_M, BLOCK_N, Epilogue, kPerRow
 
       // B scales of this tile: block b0 covers tile columns [0, 8 * split), block b1 the rest.
       const int split = min(BLOCK_N, (tile.col_start / 128 + 1) * 128 - tile.col_start) / 8;
+      constexpr int kSplitMax = (BLOCK_N < 128 ? BLOCK_N : 128) / 8;  // split's largest value
       float* const sfb_tile = smem_sfb_tiles + (2 * wg + (tile_parity & 1)) * args.sfb_staged_floats;
       if constexpr (kStageSfb) {
         ++tile_parity;
@@ -681,61 +656,69 @@ __global__ void __launch_bounds__(GemmTraits<BLOCK_M, BLOCK_N, Epilogue, kPerRow
           // 3 * BLOCK_N / 2 accumulators that fit the register budget) and holds each stage one
           // k-block longer. All rows are computed (rows past M read as TMA zeros); only the
           // epilogue looks at `active`.
-          float sfa0, sfa1;
-          ptx::mbar_wait(&full_bar[stage], phase);
-          load_sfa(stage, sfa0, sfa1);
-          issue(acc, stage);
-          // One k-block: `cur` is in flight on entry; `nxt` (promoted last time) is free.
-          // Promote k-block kb from `cur` (its group already waited for) and move to the next stage.
-          auto finish = [&](float (&cur)[kNumAcc], float sfb0_cur, float sfb1_cur, uint32_t next_stage,
-                            uint32_t next_phase, float nsfa0, float nsfa1) {
-            ptx::fence_operands(cur);
-            if constexpr (kPerRowScaleB) {
-              fence_and_release(stage);
-              promote_per_column(out, cur, sfa0, sfa1, stage, phase);
-            } else {
-              release(stage);
-              promote(out, cur, sfa0, sfa1, sfb0_cur, sfb1_cur, split);
+          // The tile's B-scale split is dispatched once per tile, as in the serial loop.
+          auto deferred_loop = [&](auto split_c) {
+            [[maybe_unused]] constexpr int kSplit = decltype(split_c)::value;  // not with per-column B scales
+            float sfa0, sfa1;
+            ptx::mbar_wait(&full_bar[stage], phase);
+            load_sfa(stage, sfa0, sfa1);
+            issue(acc, stage);
+            // One k-block: `cur` is in flight on entry; `nxt` (promoted last time) is free.
+            // Promote k-block kb from `cur` (its group already waited for) and move to the next stage.
+            auto finish = [&](float (&cur)[kNumAcc], float sfb0_cur, float sfb1_cur, uint32_t next_stage,
+                              uint32_t next_phase, float nsfa0, float nsfa1) {
+              ptx::fence_operands(cur);
+              if constexpr (kPerRowScaleB) {
+                fence_and_release(stage);
+                promote_per_column(out, cur, sfa0, sfa1, stage, phase);
+              } else {
+                release(stage);
+                detail::promote<kSplit>(out, cur, sfa0 * sfb0_cur, sfa1 * sfb0_cur, sfa0 * sfb1_cur, sfa1 * sfb1_cur);
+              }
+              stage = next_stage, phase = next_phase;
+              sfa0 = nsfa0, sfa1 = nsfa1;
+            };
+            // k-block kb is in flight in `cur`: issue kb+1 into `nxt`, then promote kb.
+            auto step_next = [&](float (&cur)[kNumAcc], float (&nxt)[kNumAcc], int kb) {
+              float sfb0_cur, sfb1_cur;
+              tile_sfb(kb, sfb0_cur, sfb1_cur);
+              uint32_t next_stage = stage, next_phase = phase;
+              advance(next_stage, next_phase);
+              float nsfa0, nsfa1;
+              ptx::mbar_wait(&full_bar[next_stage], next_phase);
+              load_sfa(next_stage, nsfa0, nsfa1);
+              issue(nxt, next_stage);
+              ptx::wgmma_wait<1>();  // k-block kb's group is done; kb+1's stays in flight
+              finish(cur, sfb0_cur, sfb1_cur, next_stage, next_phase, nsfa0, nsfa1);
+            };
+            // The tile's last k-block.
+            auto step_last = [&](float (&cur)[kNumAcc], int kb) {
+              float sfb0_cur, sfb1_cur;
+              tile_sfb(kb, sfb0_cur, sfb1_cur);
+              uint32_t next_stage = stage, next_phase = phase;
+              advance(next_stage, next_phase);
+              ptx::wgmma_wait<0>();
+              finish(cur, sfb0_cur, sfb1_cur, next_stage, next_phase, 0.f, 0.f);
+            };
+            int kb = 0;
+            for (; kb + 2 < tile_k_blocks; kb += 2) {
+              step_next(acc, acc_next, kb);
+              step_next(acc_next, acc, kb + 1);
             }
-            stage = next_stage, phase = next_phase;
-            sfa0 = nsfa0, sfa1 = nsfa1;
-          };
-          // k-block kb is in flight in `cur`: issue kb+1 into `nxt`, then promote kb.
-          auto step_next = [&](float (&cur)[kNumAcc], float (&nxt)[kNumAcc], int kb) {
-            float sfb0_cur, sfb1_cur;
-            tile_sfb(kb, sfb0_cur, sfb1_cur);
-            uint32_t next_stage = stage, next_phase = phase;
-            advance(next_stage, next_phase);
-            float nsfa0, nsfa1;
-            ptx::mbar_wait(&full_bar[next_stage], next_phase);
-            load_sfa(next_stage, nsfa0, nsfa1);
-            issue(nxt, next_stage);
-            ptx::wgmma_wait<1>();  // k-block kb's group is done; kb+1's stays in flight
-            finish(cur, sfb0_cur, sfb1_cur, next_stage, next_phase, nsfa0, nsfa1);
-          };
-          // The tile's last k-block.
-          auto step_last = [&](float (&cur)[kNumAcc], int kb) {
-            float sfb0_cur, sfb1_cur;
-            tile_sfb(kb, sfb0_cur, sfb1_cur);
-            uint32_t next_stage = stage, next_phase = phase;
-            advance(next_stage, next_phase);
+            if (tile_k_blocks - kb == 2) {
+              step_next(acc, acc_next, kb);
+              step_last(acc_next, kb + 1);
+            } else {
+              step_last(acc, kb);
+            }
+            // Already drained on every real path; says so to ptxas, which otherwise assumes the
+            // prologue's group may still be in flight (num_k_blocks == 0) and serializes all wgmmas.
             ptx::wgmma_wait<0>();
-            finish(cur, sfb0_cur, sfb1_cur, next_stage, next_phase, 0.f, 0.f);
           };
-          int kb = 0;
-          for (; kb + 2 < tile_k_blocks; kb += 2) {
-            step_next(acc, acc_next, kb);
-            step_next(acc_next, acc, kb + 1);
-          }
-          if (tile_k_blocks - kb == 2) {
-            step_next(acc, acc_next, kb);
-            step_last(acc_next, kb + 1);
-          } else {
-            step_last(acc, kb);
-          }
-          // Already drained on every real path; says so to ptxas, which otherwise assumes the
-          // prologue's group may still be in flight (num_k_blocks == 0) and serializes all wgmmas.
-          ptx::wgmma_wait<0>();
+          if constexpr (Traits::kMayStraddle && !kPerRowScaleB)
+            detail::dispatch_split<Traits::kScaleGcd / 8, Traits::kScaleGcd / 8, kSplitMax>(split, deferred_loop);
+          else
+            deferred_loop(std::integral_constant<int, kNumAcc / 4>{});
         }
       } else if constexpr (kNumWaves > 1) {
         // Two waves, serial promotion: per k-block, wave 0's wgmmas, wait, promote into `out`,
@@ -797,7 +780,7 @@ __global__ void __launch_bounds__(GemmTraits<BLOCK_M, BLOCK_N, Epilogue, kPerRow
           }
         };
         if constexpr (Traits::kMayStraddle && !kPerRowScaleB)
-          detail::dispatch_split<Traits::kScaleGcd / 8, Traits::kScaleGcd / 8, 16>(split, serial_loop);
+          detail::dispatch_split<Traits::kScaleGcd / 8, Traits::kScaleGcd / 8, kSplitMax>(split, serial_loop);
         else
           serial_loop(std::integral_constant<int, kNumAcc / 4>{});
       }
