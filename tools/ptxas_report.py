@@ -24,14 +24,18 @@ def short(name: str) -> str:
 
 
 def main(path: str) -> None:
-    rows, current = [], None
+    # The stack/spill line follows "Function properties for NAME": the entry's own, and also those
+    # of any device function it calls (a lambda ptxas did not inline): only the entry's counts.
+    rows, current, own = [], None, False
     for line in open(path, errors="replace"):
         m = re.search(r"Compiling entry function '([^']+)'", line)
         if m:
             current = {"name": m.group(1)}
             rows.append(current)
         elif current is not None:
-            if m := re.search(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads", line):
+            if m := re.search(r"Function properties for (\S+)", line):
+                own = m.group(1) == current["name"]
+            if own and (m := re.search(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads", line)):
                 current["stack"], current["spill"] = int(m.group(1)), int(m.group(2)) + int(m.group(3))
             if m := re.search(r"Used (\d+) registers", line):
                 current["regs"] = int(m.group(1))
