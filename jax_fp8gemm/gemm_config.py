@@ -144,7 +144,8 @@ def pick_wgrad(m: int, n: int, t: int, num_sms: int, *, g: int = 1,
                 continue
             if m > 64 and bm == 64:
                 continue  # one math warpgroup: only for small M
-            # the serial loop with per-column scales: measured 12-20% slower per tile (session 9)
+            # the serial loop with per-column scales: measured 12-20% slower per tile (session 9;
+            # not re-measured since that loop is unrolled)
             yield bm, bn, g * cdiv(m, bm) * cdiv(n, bn), 1.15 if k_grouped and bm == 64 else 1.0
 
     return _cheapest(candidates(), num_sms)
