@@ -91,9 +91,15 @@ def _rowwise_abstract(x, *, pow2_scale):
 
 
 def _rowwise_kernel(x, *, pow2_scale):
-    out = (jax.ShapeDtypeStruct(x.shape, FP8),
-           jax.ShapeDtypeStruct(_checks.rowwise_scale_shape(x.shape), jnp.float32))
-    return jax.ffi.ffi_call("fp8gemm_quantize_rowwise", out)(x, pow2_scale=pow2_scale)
+    """The kernel writes the scales MN-major ([groups, rows], rows over all leading axes: what the
+    GEMMs load) and they are handed on transposed, so that in a quantize -> GEMM pipeline XLA
+    cancels this transpose against the GEMM's `mn_major_scales` (no copy of the scales in between
+    when rows % 4 == 0)."""
+    groups = _checks.rowwise_scale_shape(x.shape)[-1]
+    rows = int(np.prod(x.shape[:-1], dtype=np.int64))
+    out = (jax.ShapeDtypeStruct(x.shape, FP8), jax.ShapeDtypeStruct((groups, rows), jnp.float32))
+    q, s = jax.ffi.ffi_call("fp8gemm_quantize_rowwise", out)(x, pow2_scale=pow2_scale)
+    return q, s.T.reshape(*x.shape[:-1], groups)
 
 
 quantize_rowwise_p = _primitive.define(

@@ -114,6 +114,34 @@ def test_quantize_under_vmap_uses_kernel(rng):
     assert_bitwise(jax.vmap(fg.quantize_rowwise)(x), cpu_reference(fg.reference.quantize_rowwise, x))
 
 
+def _scale_copies(compiled_text):
+    """f32 transposes / copies / fusions producing 2-D f32 arrays in an optimized HLO module: a
+    scale layout change between a quantizer and a GEMM would be one of them."""
+    import re
+    return re.findall(r"= f32\[\d+,\d+\]\{[^}]*\} (?:transpose|copy|fusion)\(", compiled_text)
+
+
+@pytest.mark.parametrize("pipeline", ["gemm", "gemm batched", "grouped", "fp8_dot"])
+def test_quantized_scales_reach_the_gemm_without_a_copy(rng, pipeline):
+    """The quantizers write the row-wise scales MN-major (the layout the GEMM kernels load) and
+    hand them on transposed: inside one jit XLA cancels that transpose against the GEMM's, so no
+    kernel sits between quantizer and GEMM (rows a multiple of 4)."""
+    x = randn(rng, (2, 256, 512) if pipeline == "gemm batched" else (256, 512), jnp.bfloat16)
+    w = randn(rng, (384, 512), jnp.bfloat16)
+    b, b_s = fg.quantize_blockwise(w)
+    if pipeline.startswith("gemm"):
+        fn = lambda x: fg.gemm(*fg.quantize_rowwise(x), b, b_s)
+    elif pipeline == "grouped":
+        bg, bg_s = fg.quantize_blockwise(jnp.stack([w, w]))
+        sizes = jnp.array([100, 156], jnp.int32)
+        fn = lambda x: fg.grouped_gemm(*fg.quantize_rowwise(x), bg, bg_s, sizes)
+    else:
+        fn = lambda x: fg.fp8_dot(x, w.T)
+    compiled = jax.jit(fn).lower(x).compile().as_text()
+    assert "fp8gemm_" in compiled
+    assert not _scale_copies(compiled), _scale_copies(compiled)
+
+
 GEMM_SHAPES = [
     # DeepGEMM's table
     (4096, 7168, 16384), (4096, 4096, 7168), (4096, 2112, 7168), (4096, 24576, 1536),

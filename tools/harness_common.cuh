@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <array>
 #include <atomic>
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -44,6 +45,10 @@ struct Rng {  // splitmix64
   float uniform_f32() { return static_cast<float>(next() >> 40) * (1.0f / 16777216.0f); }  // [0, 1)
   double uniform_f64() { return static_cast<double>(next() >> 11) * (1.0 / 9007199254740992.0); }  // [0, 1)
   float symmetric() { return 2.0f * uniform_f32() - 1.0f; }  // [-1, 1)
+  float normal() {  // standard normal (Box-Muller), as torch.randn / jax.random.normal give
+    const double u1 = 1.0 - uniform_f64(), u2 = uniform_f64();
+    return static_cast<float>(std::sqrt(-2.0 * std::log(u1)) * std::cos(6.283185307179586 * u2));
+  }
   int below(int n) { return static_cast<int>(next() % static_cast<uint64_t>(n)); }
 };
 

@@ -31,7 +31,7 @@ ffi::Error QuantizeRowwise(cudaStream_t stream, ffi::AnyBuffer x,
   if (q->element_type() != ffi::F8E4M3FN || q->element_count() != x.element_count())
     return invalid("quantize_rowwise: q must be float8_e4m3fn of x's shape");
   if (s->element_count() != rows * cdiv(k, kGroup))
-    return invalid("quantize_rowwise: s must hold rows * cdiv(K, 128) scales");
+    return invalid("quantize_rowwise: s must hold cdiv(K, 128) * rows scales (MN-major)");
   return ffi_util::cuda_error(
       launch_quantize_rowwise(x.untyped_data(), dtype.value(), rows, k, pow2_scale,
                               q->untyped_data(), s->typed_data(), stream),

@@ -40,7 +40,9 @@ __global__ void quantize_rowwise_kernel(const T* __restrict__ x, int64_t rows, i
   if (!active) return;
 
   const float scale = scale_from_amax(amax, pow2);
-  if (lane_in_group == 0) s[group] = scale;
+  // MN-major (s[kb * rows + row]): the layout the GEMMs load, so that a quantize -> GEMM pipeline
+  // needs no transpose in between (jax_fp8gemm/quantize.py hands s on transposed; XLA cancels).
+  if (lane_in_group == 0) s[(group % k_groups) * rows + row] = scale;
   if (kAligned && valid == kVec)
     store_vec<true>(q + row * k + col, valid, v, 1.0f / scale);
   else if (valid > 0)

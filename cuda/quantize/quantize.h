@@ -12,7 +12,8 @@ namespace fp8gemm {
 
 enum class InDtype : int { kF32 = 0, kBF16 = 1, kF16 = 2 };
 
-// x [rows, k] -> q [rows, k] e4m3, s [rows, cdiv(k, 128)] f32.
+// x [rows, k] -> q [rows, k] e4m3, s f32 MN-major [cdiv(k, 128), rows] (s[kb * rows + r] = scale of
+// row r, group kb: the layout the GEMMs load).
 cudaError_t launch_quantize_rowwise(const void* x, InDtype dtype, int64_t rows, int64_t k,
                                     bool pow2_scale, void* q, float* s, cudaStream_t stream);
 
