@@ -72,3 +72,12 @@ def test_large_shapes_take_the_256_row_tiles():
     assert gc.pick_grouped(32768, 4096, 7168, 8, 132).block_m == 256
     assert gc.pick_wgrad(7168, 7168, 8192, 132).block_m == 256
     assert gc.pick_wgrad(4096, 7168, 32768, 132, g=8, k_grouped=True).block_m == 256
+
+
+def test_short_k_steers_f32_off_the_three_stage_tile():
+    """128x192 with f32 output (3 stages) measured 9% slower than the other 128-row tiles at
+    K = 512 and on par at long K (RESULTS.md, session 16): the short-K term must move the pick
+    only where K is short."""
+    assert gc.pick(4096, 32768, 512, jnp.float32, 132).block_n != 192
+    assert gc.pick(4096, 24576, 1536, jnp.float32, 132).block_n != 192
+    assert gc.pick(8192, 8192, 8192, jnp.float32, 132).block_n == 192
