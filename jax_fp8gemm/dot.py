@@ -25,7 +25,7 @@ import numpy as np
 
 from .gemm import gemm
 from .grouped import grouped_gemm
-from .quantize import (quantize_blockwise, quantize_blockwise_transpose, quantize_rowwise,
+from .quantize import (quantize_blockwise_transpose, quantize_rowwise,
                        quantize_rowwise_transpose)
 from .wgrad import gemm_wgrad, grouped_gemm_wgrad
 
@@ -90,11 +90,20 @@ def _grad_dtype(x):
     return jnp.bfloat16 if x.dtype == jnp.bfloat16 else jnp.float32
 
 
+def weight_blocks_nk(w):
+    """A weight stored [..., K, N] (Flax's layout) as the GEMMs take it: 128x128 blocks of its
+    transpose [..., N, K]. Quantized from w in one pass by the fused kernel, which also writes the
+    [K, N] orientation (unused here); quantizing w^T instead would first copy the whole weight
+    into the transposed layout (XLA materializes a custom call's transposed operand)."""
+    _, _, qt, st = quantize_blockwise_transpose(w)
+    return qt, st
+
+
 # ------------------------------------------------------------------ fp8_dot
 # Forward, for a call that is not differentiated: nothing to keep for a backward pass.
 def _forward(x2, w):
     a, a_s = quantize_rowwise(_pad_to(x2, -1))
-    b, b_s = quantize_blockwise(_pad_to(w.T, -1))
+    b, b_s = weight_blocks_nk(_pad_to(w, 0))
     return gemm(a, a_s, b, b_s, out_dtype=_out_dtype(x2, w))
 
 
@@ -185,7 +194,7 @@ def _ragged(lhs, rhs, group_sizes):
 @functools.partial(jax.custom_vjp, nondiff_argnums=(3, 4))
 def _ragged_vjp(lhs, rhs, group_sizes, lhs_type, rhs_type):
     a, a_s = quantize_rowwise(_pad_to(lhs, -1))
-    b, b_s = quantize_blockwise(_pad_to(jnp.swapaxes(rhs, 1, 2), -1))  # [G, N, K]
+    b, b_s = weight_blocks_nk(_pad_to(rhs, 1))  # [G, N, K]
     return grouped_gemm(a, a_s, b, b_s, group_sizes, out_dtype=_out_dtype(lhs, rhs))
 
 

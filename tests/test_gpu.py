@@ -114,32 +114,36 @@ def test_quantize_under_vmap_uses_kernel(rng):
     assert_bitwise(jax.vmap(fg.quantize_rowwise)(x), cpu_reference(fg.reference.quantize_rowwise, x))
 
 
-def _scale_copies(compiled_text):
-    """f32 transposes / copies / fusions producing 2-D f32 arrays in an optimized HLO module: a
-    scale layout change between a quantizer and a GEMM would be one of them."""
+def _layout_copies(compiled_text):
+    """Transposes / copies / fusions that produce 2-D or 3-D floating arrays in an optimized HLO
+    module: a layout change of scales or weights between a quantizer and a GEMM is one of them."""
     import re
-    return re.findall(r"= f32\[\d+,\d+\]\{[^}]*\} (?:transpose|copy|fusion)\(", compiled_text)
+    return re.findall(r"= (?:f32|bf16)\[[\d,]+\]\{[^}]*\} (?:transpose|copy|fusion)\(", compiled_text)
 
 
-@pytest.mark.parametrize("pipeline", ["gemm", "gemm batched", "grouped", "fp8_dot"])
-def test_quantized_scales_reach_the_gemm_without_a_copy(rng, pipeline):
+@pytest.mark.parametrize("pipeline", ["gemm", "gemm batched", "grouped", "fp8_dot", "ragged_dot",
+                                      "fp8_mlp"])
+def test_no_layout_copies_between_quantizers_and_gemms(rng, pipeline):
     """The quantizers write the row-wise scales MN-major (the layout the GEMM kernels load) and
-    hand them on transposed: inside one jit XLA cancels that transpose against the GEMM's, so no
-    kernel sits between quantizer and GEMM (rows a multiple of 4)."""
+    hand them on transposed: inside one jit XLA cancels that transpose against the GEMM's (rows a
+    multiple of 4). The forward-only paths quantize a [K, N] weight in one pass into its [N, K]
+    blocks (weight_blocks_nk), with no transposed copy of the weight first."""
     x = randn(rng, (2, 256, 512) if pipeline == "gemm batched" else (256, 512), jnp.bfloat16)
-    w = randn(rng, (384, 512), jnp.bfloat16)
-    b, b_s = fg.quantize_blockwise(w)
-    if pipeline.startswith("gemm"):
-        fn = lambda x: fg.gemm(*fg.quantize_rowwise(x), b, b_s)
-    elif pipeline == "grouped":
-        bg, bg_s = fg.quantize_blockwise(jnp.stack([w, w]))
-        sizes = jnp.array([100, 156], jnp.int32)
-        fn = lambda x: fg.grouped_gemm(*fg.quantize_rowwise(x), bg, bg_s, sizes)
-    else:
-        fn = lambda x: fg.fp8_dot(x, w.T)
-    compiled = jax.jit(fn).lower(x).compile().as_text()
+    w = randn(rng, (384, 512), jnp.bfloat16)  # [N, K]
+    w_kn = jnp.asarray(np.asarray(w).T)  # a weight stored [K, N] (materialized, not a view)
+    sizes = jnp.array([100, 156], jnp.int32)
+    # Every operand is an argument of the jitted function (closed-over constants could be folded).
+    fn, args = {
+        "gemm": (lambda x, w: fg.gemm(*fg.quantize_rowwise(x), *fg.quantize_blockwise(w)), (x, w)),
+        "grouped": (lambda x, w, gs: fg.grouped_gemm(*fg.quantize_rowwise(x), *fg.quantize_blockwise(w), gs),
+                    (x, jnp.stack([w, w]), sizes)),
+        "fp8_dot": (fg.fp8_dot, (x, w_kn)),
+        "ragged_dot": (fg.ragged_dot, (x, jnp.stack([w_kn, w_kn]), sizes)),
+        "fp8_mlp": (fg.fp8_mlp, (x, w_kn, w)),
+    }[pipeline.split()[0]]
+    compiled = jax.jit(fn).lower(*args).compile().as_text()
     assert "fp8gemm_" in compiled
-    assert not _scale_copies(compiled), _scale_copies(compiled)
+    assert not _layout_copies(compiled), _layout_copies(compiled)
 
 
 GEMM_SHAPES = [

@@ -40,7 +40,7 @@ TRAINING = "fp8gemm_gemm fp8gemm_gemm_wgrad fp8gemm_quantize_transpose"
     ("fp8_mlp", jax.grad(_loss(fg.fp8_mlp), argnums=(0, 1, 2)), (X, W1, W2),
      TRAINING + " fp8gemm_quantize_transpose_act_grad"),
     ("fp8_mlp forward", fg.fp8_mlp, (X, W1, W2),
-     "fp8gemm_gemm fp8gemm_quantize_rowwise fp8gemm_quantize_blockwise fp8gemm_quantize_transpose"),
+     "fp8gemm_gemm fp8gemm_quantize_rowwise fp8gemm_quantize_transpose"),
     ("ragged_dot", jax.grad(_loss(fg.ragged_dot), argnums=(0, 1)), (X, W3, SIZES),
      "fp8gemm_grouped_gemm fp8gemm_grouped_gemm_wgrad fp8gemm_quantize_transpose"),
     ("quantize_rowwise_transpose gelu", lambda x: fg.quantize_rowwise_transpose(x, activation="gelu"), (X,),
