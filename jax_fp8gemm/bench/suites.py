@@ -310,6 +310,17 @@ def train_suite(progress: Progress) -> Iterator[dict]:
         _measure(res, "XLA bf16 dot", progress, lambda: time_jax(fwd_bwd(jnp.dot), sets), flops)
         yield {"suite": "train", "case": f"fwd+bwd tokens{m} K{k} N{n}", "metric": "TFLOP/s",
                "ours": "ours (fp8_dot)", "results": res}
+    # Forward only (an evaluation / inference step on bf16 weights): both operands quantized per
+    # call, the weight from its [K, N] layout in one pass.
+    m, k, n = TRAIN_SHAPES[0]
+    keys = jax.random.split(jax.random.key(7), 4)
+    sets = [(_randn(keys[2 * i], (m, k), jnp.bfloat16), _randn(keys[2 * i + 1], (k, n), jnp.bfloat16))
+            for i in range(2)]
+    res = {}
+    _measure(res, "ours (fp8_dot)", progress, lambda: time_jax(fg.fp8_dot, sets), 2.0 * m * n * k / 1e12)
+    _measure(res, "XLA bf16 dot", progress, lambda: time_jax(jnp.dot, sets), 2.0 * m * n * k / 1e12)
+    yield {"suite": "train", "case": f"forward only tokens{m} K{k} N{n}", "metric": "TFLOP/s",
+           "ours": "ours (fp8_dot)", "results": res}
 
 
 WGRAD_CASES = [  # (groups, tokens per group, M, N): weight gradients [G,] M x N over the tokens
