@@ -10,19 +10,26 @@ namespace {
 
 using namespace quant;
 
-// One half warp per 1x128 group: 16 threads x 8 elements. groups = rows * cdiv(k, 128).
+// One half warp per 1x128 group: 16 threads x 8 elements. A CTA of 256 threads takes a block of
+// kTileRows rows x kTileGroups groups (8 x 2): a warp reads 512 contiguous bytes of bf16 of one row,
+// and the MN-major scales of a group column are stored 8 rows (32 bytes, a whole sector) at a time.
+constexpr int kTileGroups = 2;
+constexpr int kTileRows = 8;
 template <typename T, bool kAligned>
 __global__ void quantize_rowwise_kernel(const T* __restrict__ x, int64_t rows, int64_t k,
                                         bool pow2, uint8_t* __restrict__ q,
                                         float* __restrict__ s) {
   const int64_t k_groups = (k + kGroup - 1) / kGroup;
-  const int64_t thread = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
-  const int64_t group = thread / kThreadsPerGroup;
+  const int64_t col_tiles = (k_groups + kTileGroups - 1) / kTileGroups;
+  const int half_warp = static_cast<int>(threadIdx.x) / kThreadsPerGroup;
   const int lane_in_group = threadIdx.x % kThreadsPerGroup;
-  // Threads past the last group still take part in the shuffles below (all 16 lanes must).
-  const bool active = group < rows * k_groups;
-  const int64_t row = active ? group / k_groups : 0;
-  const int64_t col = (active ? group % k_groups : 0) * kGroup + lane_in_group * kVec;
+  const int64_t tile_row = int64_t(blockIdx.x) / col_tiles * kTileRows + half_warp / kTileGroups;
+  const int64_t tile_kb = int64_t(blockIdx.x) % col_tiles * kTileGroups + half_warp % kTileGroups;
+  // Half warps past the last row or group still take part in the shuffles below (all 16 lanes
+  // must), reading nothing.
+  const bool active = tile_row < rows && tile_kb < k_groups;
+  const int64_t row = active ? tile_row : 0, kb = active ? tile_kb : 0;
+  const int64_t col = kb * kGroup + lane_in_group * kVec;
   const int valid = active ? chunk_valid(col, k) : 0;
 
   float v[kVec];
@@ -42,7 +49,7 @@ __global__ void quantize_rowwise_kernel(const T* __restrict__ x, int64_t rows, i
   const float scale = scale_from_amax(amax, pow2);
   // MN-major (s[kb * rows + row]): the layout the GEMMs load, so that a quantize -> GEMM pipeline
   // needs no transpose in between (jax_fp8gemm/quantize.py hands s on transposed; XLA cancels).
-  if (lane_in_group == 0) s[(group % k_groups) * rows + row] = scale;
+  if (lane_in_group == 0) s[kb * rows + row] = scale;
   if (kAligned && valid == kVec)
     store_vec<true>(q + row * k + col, valid, v, 1.0f / scale);
   else if (valid > 0)
@@ -133,10 +140,10 @@ bool rows_aligned(int64_t k) { return k % kVec == 0; }
 template <typename T>
 cudaError_t rowwise(const void* x, int64_t rows, int64_t k, bool pow2, void* q, float* s,
                     cudaStream_t stream) {
-  const int64_t groups = rows * ((k + kGroup - 1) / kGroup);
-  if (groups == 0) return cudaSuccess;
-  constexpr int kThreads = 256;
-  const int64_t blocks = (groups * kThreadsPerGroup + kThreads - 1) / kThreads;
+  const int64_t k_groups = (k + kGroup - 1) / kGroup;
+  if (rows == 0 || k_groups == 0) return cudaSuccess;
+  constexpr int kThreads = kTileRows * kTileGroups * kThreadsPerGroup;  // 256
+  const int64_t blocks = (rows + kTileRows - 1) / kTileRows * ((k_groups + kTileGroups - 1) / kTileGroups);
   if (blocks > 0x7FFFFFFF) return cudaErrorInvalidValue;
   auto kernel = rows_aligned(k) ? quantize_rowwise_kernel<T, true> : quantize_rowwise_kernel<T, false>;
   kernel<<<unsigned(blocks), kThreads, 0, stream>>>(static_cast<const T*>(x), rows, k, pow2,
