@@ -25,7 +25,7 @@ import numpy as np
 
 from .gemm import gemm
 from .grouped import grouped_gemm
-from .quantize import (quantize_blockwise_transpose, quantize_rowwise,
+from .quantize import (quantize_blockwise_transpose, quantize_blockwise_transposed, quantize_rowwise,
                        quantize_rowwise_transpose)
 from .wgrad import gemm_wgrad, grouped_gemm_wgrad
 
@@ -92,11 +92,10 @@ def _grad_dtype(x):
 
 def weight_blocks_nk(w):
     """A weight stored [..., K, N] (Flax's layout) as the GEMMs take it: 128x128 blocks of its
-    transpose [..., N, K]. Quantized from w in one pass by the fused kernel, which also writes the
-    [K, N] orientation (unused here); quantizing w^T instead would first copy the whole weight
-    into the transposed layout (XLA materializes a custom call's transposed operand)."""
-    _, _, qt, st = quantize_blockwise_transpose(w)
-    return qt, st
+    transpose [..., N, K], quantized from w in one pass (the fused kernel, writing the transposed
+    orientation only). Quantizing w^T instead would first copy the whole weight into the
+    transposed layout (XLA materializes a custom call's transposed operand)."""
+    return quantize_blockwise_transposed(w)
 
 
 # ------------------------------------------------------------------ fp8_dot

@@ -306,6 +306,49 @@ def quantize_blockwise_transpose(w: jax.Array, *, pow2_scale: bool = False):
                                            blockwise=True, activation=None))
 
 
+# Only the transposed half of quantize_blockwise_transpose: a weight stored [..., K, N] that a
+# call needs only as [..., N, K] blocks (a forward pass that is not differentiated). The fused
+# kernel reads w once and writes qt and st alone.
+def _blockwise_t_abstract(w, *, pow2_scale):
+    return _transpose_abstract(w, pow2_scale=pow2_scale, blockwise=True, activation=None)[2:]
+
+
+def _blockwise_t_kernel(w, *, pow2_scale):
+    (_, _, (t_shape, _), (st_shape, _)) = _transpose_shapes(w.shape, True)
+    out = (jax.ShapeDtypeStruct((0,), FP8), jax.ShapeDtypeStruct((0,), jnp.float32),  # not written
+           jax.ShapeDtypeStruct(t_shape, FP8), jax.ShapeDtypeStruct(st_shape, jnp.float32))
+    _, _, qt, st = jax.ffi.ffi_call("fp8gemm_quantize_transpose", out)(
+        w, pow2_scale=pow2_scale, blockwise=True, activation=np.int32(0))
+    return qt, st
+
+
+def _blockwise_t_partition():
+    base = _transpose_partition()
+
+    def rule(w, **_):
+        r, data, outs = _transpose_factors(w.shape, blockwise=True)
+        return r.build([data], outs[2:])
+
+    def plan(layout, w, **_):
+        p = base.plan(layout, w)
+        return Plan(in_specs=p.in_specs, out_specs=p.out_specs[2:], local=lambda run, w: run(w))
+
+    return _sharding.Partition(rule, plan)
+
+
+quantize_blockwise_transposed_p = _primitive.define(
+    "quantize_blockwise_transposed", abstract_eval=_blockwise_t_abstract,
+    reference=lambda w, *, pow2_scale: reference.quantize_blockwise_transpose(w, pow2_scale)[2:],
+    kernel=_blockwise_t_kernel, batching_rule=_primitive.batch_leading_axes, multiple_results=True,
+    partition=_blockwise_t_partition())
+
+
+def quantize_blockwise_transposed(w: jax.Array, *, pow2_scale: bool = False):
+    """w [..., R, C] -> (qt, st) = quantize_blockwise(w^T), from one pass over w and without
+    writing w's own orientation (the second half of quantize_blockwise_transpose)."""
+    return tuple(quantize_blockwise_transposed_p.bind(jnp.asarray(w), pow2_scale=bool(pow2_scale)))
+
+
 # ---------------------------------------------------------------- dequantize (for checks)
 def _dequant_rowwise_abstract(q, s):
     op = "dequantize_rowwise"

@@ -89,18 +89,22 @@ TRANSPOSE_SHAPES = [(128, 128), (4096, 7168), (300, 260), (2, 257, 1000), (33, 1
 
 @pytest.mark.parametrize("dtype", [jnp.float32, jnp.bfloat16, jnp.float16])
 @pytest.mark.parametrize("shape", TRANSPOSE_SHAPES)
-@pytest.mark.parametrize("blockwise", [False, True])
-def test_quantize_transpose_kernel_bitwise(rng, dtype, shape, blockwise):
-    """The fused kernel's four outputs against the reference (both orientations), poisoned first;
-    every case has all-zero groups, and a NaN and an inf in one row / block."""
+@pytest.mark.parametrize("mode", ["rowwise", "blockwise", "blockwise transposed only"])
+def test_quantize_transpose_kernel_bitwise(rng, dtype, shape, mode):
+    """The fused kernel's outputs against the reference (both orientations; or, transposed only,
+    the second half), poisoned first; every case has all-zero groups, and a NaN and an inf in one
+    row / block."""
     x = np.array(randn(rng, shape, dtype, scale=rng.choice([1e-3, 1.0, 300.0])), np.float32)
     x[..., : min(shape[-2], 128), : min(shape[-1], 128)] = 0  # an all-zero tile corner
     x[..., -1, -1] = np.nan
     x[..., -1, 0] = np.inf
     x = jnp.asarray(x, dtype)
-    fn = fg.quantize_blockwise_transpose if blockwise else fg.quantize_rowwise_transpose
-    ref_fn = (fg.reference.quantize_blockwise_transpose if blockwise
-              else fg.reference.quantize_rowwise_transpose)
+    fn, ref_fn = {
+        "rowwise": (fg.quantize_rowwise_transpose, fg.reference.quantize_rowwise_transpose),
+        "blockwise": (fg.quantize_blockwise_transpose, fg.reference.quantize_blockwise_transpose),
+        "blockwise transposed only": (fg.quantize.quantize_blockwise_transposed,
+                                      lambda x: fg.reference.quantize_blockwise_transpose(x)[2:]),
+    }[mode]
     poison_allocator(4 * x.size)
     got = jax.jit(fn)(x)
     assert "fp8gemm_quantize_transpose" in jax.jit(fn).lower(x).as_text()

@@ -158,6 +158,19 @@ def test_quantize_transpose_is_both_orientations(rng, blockwise):
         np.testing.assert_array_equal(np.asarray(got[1], np.float32), np.asarray(ref, np.float32))
 
 
+def test_quantize_blockwise_transposed_is_quantize_blockwise_of_the_transpose(rng):
+    """The transposed-only op (forward-only weights, dot.weight_blocks_nk) gives exactly
+    quantize_blockwise(w^T), batched too, and rejects bad input by its public name's op."""
+    w = randn(rng, (2, 300, 200), jnp.bfloat16)
+    qt, st = jax.jit(fg.quantize.quantize_blockwise_transposed)(w)
+    want = fg.quantize_blockwise(jnp.swapaxes(w, 1, 2))
+    assert qt.shape == (2, 200, 300) and st.shape == (2, 2, 3)
+    for got, ref in zip((qt, st), want):
+        np.testing.assert_array_equal(np.asarray(got, np.float32), np.asarray(ref, np.float32))
+    with pytest.raises(TypeError, match="quantize_blockwise_transpose.*x.*int8"):
+        fg.quantize.quantize_blockwise_transposed(jnp.zeros((8, 8), jnp.int8))
+
+
 @pytest.mark.parametrize("fn,arg,exc,words", [
     (fg.quantize_rowwise, jnp.zeros((4, 128), jnp.int32), TypeError, ["quantize_rowwise", "x", "int32"]),
     (fg.quantize_rowwise, jnp.float32(1.0), ValueError, ["quantize_rowwise", "x", "rank"]),

@@ -19,6 +19,7 @@ for shape in [(3, 200), (2, 130, 136), (5, 4)]:
         if len(shape) > 1:  # partial tiles both ways, unaligned rows of the transposed output
             jax.block_until_ready(fg.quantize_rowwise_transpose(x, pow2_scale=True))
             jax.block_until_ready(fg.quantize_blockwise_transpose(x))
+            jax.block_until_ready(fg.quantize.quantize_blockwise_transposed(x))
             # the fused activation variants (fp8_mlp's hidden layer)
             jax.block_until_ready(fg.quantize_rowwise_transpose(x, activation="gelu"))
             jax.block_until_ready(fg.quantize_rowwise_transpose_act_grad(x, 2 * x, "gelu"))

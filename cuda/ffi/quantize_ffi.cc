@@ -57,19 +57,22 @@ ffi::Error QuantizeBlockwise(cudaStream_t stream, ffi::AnyBuffer x,
 }
 
 // Checks of the fused quantize + transpose outputs for x [..., rows, cols]; fills the sizes.
+// q and s both empty (0 elements): only the transposed outputs are wanted (*straight = false).
 ffi::Error check_transpose_outputs(const std::string& op, const ffi::AnyBuffer& x, const ffi::AnyBuffer& q,
                                    const ffi::AnyBuffer& qt, int64_t s_elems, int64_t st_elems, bool blockwise,
-                                   int64_t* batch, int64_t* rows, int64_t* cols) {
+                                   int64_t* batch, int64_t* rows, int64_t* cols, bool* straight) {
   const auto dims = x.dimensions();
   if (dims.size() < 2) return invalid(op + ": x must have rank >= 2");
   *rows = dims[dims.size() - 2], *cols = dims.back();
   *batch = ffi_util::leading_size(dims, 2);
+  *straight = !(x.element_count() > 0 && q.element_count() == 0 && s_elems == 0);
   for (const ffi::AnyBuffer* out : {&q, &qt})
-    if (out->element_type() != ffi::F8E4M3FN || out->element_count() != x.element_count())
-      return invalid(op + ": q and qt must be float8_e4m3fn with x's element count");
+    if (out->element_type() != ffi::F8E4M3FN ||
+        out->element_count() != (out == &q && !*straight ? 0 : x.element_count()))
+      return invalid(op + ": q and qt must be float8_e4m3fn with x's element count (q may be empty)");
   const int64_t s_count = blockwise ? cdiv(*rows, kGroup) * cdiv(*cols, kGroup) : *rows * cdiv(*cols, kGroup);
   const int64_t st_count = blockwise ? s_count : *cols * cdiv(*rows, kGroup);
-  if (s_elems != *batch * s_count || st_elems != *batch * st_count)
+  if ((*straight && s_elems != *batch * s_count) || st_elems != *batch * st_count)
     return invalid(op + ": s / st hold the wrong number of scales");
   return ffi::Error::Success();
 }
@@ -83,13 +86,15 @@ ffi::Error QuantizeTranspose(cudaStream_t stream, ffi::AnyBuffer x,
   if (dtype.has_error()) return dtype.error();
   if (activation != 0 && (blockwise || activation != 1)) return invalid(op + ": activation must be 0 or 1 (gelu), row-wise");
   int64_t batch, rows, cols;
+  bool straight = true;
   if (auto err = check_transpose_outputs(op, x, *q, *qt, s->element_count(), st->element_count(), blockwise,
-                                         &batch, &rows, &cols);
+                                         &batch, &rows, &cols, &straight);
       err.failure())
     return err;
+  if (!straight && !blockwise) return invalid(op + ": q and s may be empty in blockwise mode only");
   return ffi_util::cuda_error(
-      launch_quantize_transpose(x.untyped_data(), dtype.value(), blockwise, batch, rows, cols,
-                                pow2_scale, q->untyped_data(), s->typed_data(),
+      launch_quantize_transpose(x.untyped_data(), dtype.value(), blockwise, batch, rows, cols, pow2_scale,
+                                straight ? q->untyped_data() : nullptr, straight ? s->typed_data() : nullptr,
                                 qt->untyped_data(), st->typed_data(), stream, activation),
       (op + " launch").c_str());
 }
@@ -107,10 +112,12 @@ ffi::Error QuantizeTransposeActGrad(cudaStream_t stream, ffi::AnyBuffer g, ffi::
     return invalid(op + ": u must have g's shape and dtype");
   if (activation != 1) return invalid(op + ": activation must be 1 (gelu)");
   int64_t batch, rows, cols;
+  bool straight = true;
   if (auto err = check_transpose_outputs(op, g, *q, *qt, s->element_count(), st->element_count(),
-                                         /*blockwise=*/false, &batch, &rows, &cols);
+                                         /*blockwise=*/false, &batch, &rows, &cols, &straight);
       err.failure())
     return err;
+  if (!straight) return invalid(op + ": q and s must not be empty");
   return ffi_util::cuda_error(
       launch_quantize_transpose(g.untyped_data(), dtype.value(), /*blockwise=*/false, batch, rows, cols,
                                 pow2_scale, q->untyped_data(), s->typed_data(), qt->untyped_data(),

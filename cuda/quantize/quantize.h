@@ -28,6 +28,8 @@ cudaError_t launch_quantize_blockwise(const void* x, InDtype dtype, int64_t batc
 //                                 s  [batch, cdiv(cols, 128), rows]  (s[.., kb, r] = scale of row r, group kb)
 //                                 st [batch, cdiv(rows, 128), cols]
 //   blockwise: q, s = blockwise(x) s [batch, cdiv(rows,128), cdiv(cols,128)]; qt = q^T, st = s^T.
+// Blockwise, q and s may both be null: then only qt and st are written (a weight needed in its
+// transposed orientation only).
 // activation (row-wise only; quantize_math.cuh Act): 0 = none, 1 = quantize gelu(x),
 // 2 = quantize x * gelu'(u) with u [batch, rows, cols] of x's dtype (else unused, may be null).
 cudaError_t launch_quantize_transpose(const void* x, InDtype dtype, bool blockwise, int64_t batch,

@@ -138,6 +138,10 @@ __global__ void __launch_bounds__(kThreads, ctas_per_sm<T, kAct>(kAlignedIn))
 
   const int64_t row_tiles = (rows + kGroup - 1) / kGroup, col_tiles = (cols + kGroup - 1) / kGroup;
   const int64_t num_tiles = batches * row_tiles * col_tiles;  // flat over [batch, row_tiles, col_tiles]
+  // q and s wanted (else only qt and st are written). Only blockwise callers leave them out (a
+  // weight needed in one orientation); the row-wise kernels keep the flag a compile-time true (as
+  // a runtime flag it costs the 64-register activation kernels spills).
+  const bool straight = !kBlockwise || q != nullptr;
   const int g = threadIdx.x / kThreadsPerGroup, l = threadIdx.x % kThreadsPerGroup;
   const int warp = threadIdx.x / 32;
   // A tile's (batch, row tile, column tile), by 32-bit division (the launch keeps num_tiles < 2^31).
@@ -183,7 +187,7 @@ __global__ void __launch_bounds__(kThreads, ctas_per_sm<T, kAct>(kAlignedIn))
     const int valid = chunk_valid(col, cols);
     const int64_t base = batch_offset(tc);
     const T* const xb = x + base;
-    uint8_t* const qb = q + base;
+    uint8_t* const qb = straight ? q + base : nullptr;
     uint8_t* const qtb = qt + base;
 
     // Load: packed 16-bit chunks (kPacked; prefetched with kPrefetch) or floats; rows past the end
@@ -303,7 +307,7 @@ __global__ void __launch_bounds__(kThreads, ctas_per_sm<T, kAct>(kAlignedIn))
 #pragma unroll
       for (int p = 0; p < kRowsPerThread; ++p) row_inv[p] = inv;
       if (threadIdx.x == 0) {
-        s[(batch * row_tiles + rt) * col_tiles + ct] = scale;
+        if (straight) s[(batch * row_tiles + rt) * col_tiles + ct] = scale;
         st[(batch * col_tiles + ct) * row_tiles + rt] = scale;
       }
     } else {
@@ -316,7 +320,7 @@ __global__ void __launch_bounds__(kThreads, ctas_per_sm<T, kAct>(kAlignedIn))
       for (int p = 0; p < kRowsPerThread; ++p)
         row_inv[p] = __shfl_sync(0xFFFFFFFFu, my_inv,
                                  (threadIdx.x & kThreadsPerGroup) + lane_of_row<kRowsPerThread>(p));
-      if (l == lane_of_row<kRowsPerThread>(my_row) && row0 + my_row < rows)
+      if (straight && l == lane_of_row<kRowsPerThread>(my_row) && row0 + my_row < rows)
         s[(batch * col_tiles + ct) * rows + row0 + my_row] = my_scale;  // MN-major
       // Lanes l and l + 16 hold the same columns (row octets g and g + 1).
 #pragma unroll
@@ -337,16 +341,18 @@ __global__ void __launch_bounds__(kThreads, ctas_per_sm<T, kAct>(kAlignedIn))
     }
 
     // q: the rows as they are, 8 bytes per thread and row.
+    if (straight) {
 #pragma unroll
-    for (int p = 0; p < kRowsPerThread; ++p) {
-      const int64_t row = row0 + p;
-      const int row_valid = row < rows ? valid : 0;
-      float f[kVec];
-      values(p, f);
-      if (kAlignedIn && row_valid == kVec)
-        store_vec<true>(qb + row * cols + col, row_valid, f, row_inv[p]);
-      else if (row_valid > 0)
-        store_vec<false>(qb + row * cols + col, row_valid, f, row_inv[p]);
+      for (int p = 0; p < kRowsPerThread; ++p) {
+        const int64_t row = row0 + p;
+        const int row_valid = row < rows ? valid : 0;
+        float f[kVec];
+        values(p, f);
+        if (kAlignedIn && row_valid == kVec)
+          store_vec<true>(qb + row * cols + col, row_valid, f, row_inv[p]);
+        else if (row_valid > 0)
+          store_vec<false>(qb + row * cols + col, row_valid, f, row_inv[p]);
+      }
     }
 
     // qt: column i of this thread's chunk, its R rows -> one R-byte word of the transposed tile.
@@ -474,6 +480,8 @@ cudaError_t launch_quantize_transpose(const void* x, InDtype dtype, bool blockwi
                                       int64_t rows, int64_t cols, bool pow2_scale, void* q,
                                       float* s, void* qt, float* st, cudaStream_t stream,
                                       int activation, const void* u) {
+  // q and s: both, or (blockwise only) neither.
+  if ((q == nullptr) != (s == nullptr) || (q == nullptr && !blockwise)) return cudaErrorInvalidValue;
   switch (dtype) {
     case InDtype::kF32:
       return dispatch<float>(blockwise, activation, x, u, batch, rows, cols, pow2_scale, q, s, qt, st, stream);
