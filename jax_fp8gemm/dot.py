@@ -90,19 +90,11 @@ def _grad_dtype(x):
     return jnp.bfloat16 if x.dtype == jnp.bfloat16 else jnp.float32
 
 
-def weight_blocks_nk(w):
-    """A weight stored [..., K, N] (Flax's layout) as the GEMMs take it: 128x128 blocks of its
-    transpose [..., N, K], quantized from w in one pass (the fused kernel, writing the transposed
-    orientation only). Quantizing w^T instead would first copy the whole weight into the
-    transposed layout (XLA materializes a custom call's transposed operand)."""
-    return quantize_blockwise_transposed(w)
-
-
 # ------------------------------------------------------------------ fp8_dot
 # Forward, for a call that is not differentiated: nothing to keep for a backward pass.
 def _forward(x2, w):
     a, a_s = quantize_rowwise(_pad_to(x2, -1))
-    b, b_s = weight_blocks_nk(_pad_to(w, 0))
+    b, b_s = quantize_blockwise_transposed(_pad_to(w, 0))  # w^T's [N, K] blocks, no copy of w^T
     return gemm(a, a_s, b, b_s, out_dtype=_out_dtype(x2, w))
 
 
@@ -193,7 +185,7 @@ def _ragged(lhs, rhs, group_sizes):
 @functools.partial(jax.custom_vjp, nondiff_argnums=(3, 4))
 def _ragged_vjp(lhs, rhs, group_sizes, lhs_type, rhs_type):
     a, a_s = quantize_rowwise(_pad_to(lhs, -1))
-    b, b_s = weight_blocks_nk(_pad_to(rhs, 1))  # [G, N, K]
+    b, b_s = quantize_blockwise_transposed(_pad_to(rhs, 1))  # [G, N, K]
     return grouped_gemm(a, a_s, b, b_s, group_sizes, out_dtype=_out_dtype(lhs, rhs))
 
 

@@ -17,9 +17,9 @@ import functools
 
 import jax
 
-from .dot import _check_dot, _grad_dtype, _like_primal, _out_dtype, _pad_to, weight_blocks_nk
+from .dot import _check_dot, _grad_dtype, _like_primal, _out_dtype, _pad_to
 from .gemm import gemm
-from .quantize import (quantize_blockwise_transpose, quantize_rowwise,
+from .quantize import (quantize_blockwise_transpose, quantize_blockwise_transposed, quantize_rowwise,
                        quantize_rowwise_transpose, quantize_rowwise_transpose_act_grad)
 from .reference import ACTIVATIONS
 from .wgrad import gemm_wgrad
@@ -59,14 +59,14 @@ def _forward(x, w_up, w_down, activation):
 
 def _forward_only(x, w_up, w_down, activation):
     """y [T, O] for x [T, D] when nothing is differentiated: no transposed copy of x; each weight
-    is quantized in one pass (weight_blocks_nk); the hidden layer's quantizer, the one that applies
+    is quantized in one pass (quantize_blockwise_transposed); the hidden layer's quantizer, the one that applies
     the activation, writes both orientations."""
     o = w_down.shape[1]
     a, a_s = quantize_rowwise(_pad_to(x, -1))
-    bu, bu_s = weight_blocks_nk(_pad_to(_pad_to(w_up, 1), 0))
+    bu, bu_s = quantize_blockwise_transposed(_pad_to(_pad_to(w_up, 1), 0))
     u = gemm(a, a_s, bu, bu_s, out_dtype=_out_dtype(x, w_up))
     h, h_s, _, _ = quantize_rowwise_transpose(u, activation=activation)
-    bd, bd_s = weight_blocks_nk(_pad_to(_pad_to(w_down, 1), 0))
+    bd, bd_s = quantize_blockwise_transposed(_pad_to(_pad_to(w_down, 1), 0))
     return gemm(h, h_s, bd, bd_s, out_dtype=_out_dtype(u, w_down))[:, :o]
 
 

@@ -306,9 +306,11 @@ def quantize_blockwise_transpose(w: jax.Array, *, pow2_scale: bool = False):
                                            blockwise=True, activation=None))
 
 
-# Only the transposed half of quantize_blockwise_transpose: a weight stored [..., K, N] that a
-# call needs only as [..., N, K] blocks (a forward pass that is not differentiated). The fused
-# kernel reads w once and writes qt and st alone.
+# Only the transposed half of quantize_blockwise_transpose: a weight stored [..., K, N] (Flax's
+# layout) that a call needs only as the GEMMs' [..., N, K] blocks (a forward pass that is not
+# differentiated). The fused kernel reads w once and writes qt and st alone; quantizing w^T
+# instead would first copy the whole weight into the transposed layout (XLA materializes a custom
+# call's transposed operand).
 def _blockwise_t_abstract(w, *, pow2_scale):
     return _transpose_abstract(w, pow2_scale=pow2_scale, blockwise=True, activation=None)[2:]
 

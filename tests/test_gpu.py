@@ -131,7 +131,7 @@ def test_no_layout_copies_between_quantizers_and_gemms(rng, pipeline):
     """The quantizers write the row-wise scales MN-major (the layout the GEMM kernels load) and
     hand them on transposed: inside one jit XLA cancels that transpose against the GEMM's (rows a
     multiple of 4). The forward-only paths quantize a [K, N] weight in one pass into its [N, K]
-    blocks (weight_blocks_nk), with no transposed copy of the weight first."""
+    blocks (quantize_blockwise_transposed), with no transposed copy of the weight first."""
     x = randn(rng, (2, 256, 512) if pipeline == "gemm batched" else (256, 512), jnp.bfloat16)
     w = randn(rng, (384, 512), jnp.bfloat16)  # [N, K]
     w_kn = jnp.asarray(np.asarray(w).T)  # a weight stored [K, N] (materialized, not a view)

@@ -159,7 +159,7 @@ def test_quantize_transpose_is_both_orientations(rng, blockwise):
 
 
 def test_quantize_blockwise_transposed_is_quantize_blockwise_of_the_transpose(rng):
-    """The transposed-only op (forward-only weights, dot.weight_blocks_nk) gives exactly
+    """The transposed-only op (forward-only weights) gives exactly
     quantize_blockwise(w^T), batched too, and rejects bad input by its public name's op."""
     w = randn(rng, (2, 300, 200), jnp.bfloat16)
     qt, st = jax.jit(fg.quantize.quantize_blockwise_transposed)(w)

@@ -57,7 +57,8 @@ ffi::Error QuantizeBlockwise(cudaStream_t stream, ffi::AnyBuffer x,
 }
 
 // Checks of the fused quantize + transpose outputs for x [..., rows, cols]; fills the sizes.
-// q and s both empty (0 elements): only the transposed outputs are wanted (*straight = false).
+// q and s both empty (0 elements): only the transposed outputs are wanted (*straight = false;
+// blockwise only).
 ffi::Error check_transpose_outputs(const std::string& op, const ffi::AnyBuffer& x, const ffi::AnyBuffer& q,
                                    const ffi::AnyBuffer& qt, int64_t s_elems, int64_t st_elems, bool blockwise,
                                    int64_t* batch, int64_t* rows, int64_t* cols, bool* straight) {
@@ -74,6 +75,7 @@ ffi::Error check_transpose_outputs(const std::string& op, const ffi::AnyBuffer& 
   const int64_t st_count = blockwise ? s_count : *cols * cdiv(*rows, kGroup);
   if ((*straight && s_elems != *batch * s_count) || st_elems != *batch * st_count)
     return invalid(op + ": s / st hold the wrong number of scales");
+  if (!*straight && !blockwise) return invalid(op + ": q and s may be empty in blockwise mode only");
   return ffi::Error::Success();
 }
 
@@ -91,7 +93,6 @@ ffi::Error QuantizeTranspose(cudaStream_t stream, ffi::AnyBuffer x,
                                          &batch, &rows, &cols, &straight);
       err.failure())
     return err;
-  if (!straight && !blockwise) return invalid(op + ": q and s may be empty in blockwise mode only");
   return ffi_util::cuda_error(
       launch_quantize_transpose(x.untyped_data(), dtype.value(), blockwise, batch, rows, cols, pow2_scale,
                                 straight ? q->untyped_data() : nullptr, straight ? s->typed_data() : nullptr,
@@ -117,7 +118,6 @@ ffi::Error QuantizeTransposeActGrad(cudaStream_t stream, ffi::AnyBuffer g, ffi::
                                          /*blockwise=*/false, &batch, &rows, &cols, &straight);
       err.failure())
     return err;
-  if (!straight) return invalid(op + ": q and s must not be empty");
   return ffi_util::cuda_error(
       launch_quantize_transpose(g.untyped_data(), dtype.value(), /*blockwise=*/false, batch, rows, cols,
                                 pow2_scale, q->untyped_data(), s->typed_data(), qt->untyped_data(),
