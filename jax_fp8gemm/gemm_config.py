@@ -107,10 +107,13 @@ def pick_grouped(m: int, n: int, k: int, g: int, num_sms: int, *, masked: bool =
     m is the total row count M for the contiguous layout and Mmax (rows per group) for the masked
     one. The number of M-tiles is estimated: masked, g * cdiv(Mmax, bm) (a group's tiles never
     straddle groups; the kernel skips rows past masked_m, so this is the worst case); contiguous,
-    cdiv(M, bm) plus about half a partial tile per group, since groups are not padded, unless the
-    even split M / g is a multiple of bm (then groups are likely aligned). The same wave-and-tile
-    cost model as `pick` then chooses: 256x128 (bf16 output) or 128x128 when groups have many rows,
-    64x128 when the expected rows per group are small (a partial tile wastes less there).
+    cdiv(M, bm) plus the expected waste of each group's partial last tile, since groups are not
+    padded, unless the even split M / g is a multiple of bm (then groups are likely aligned). A
+    partial tile costs a whole one, half a tile on average beyond its rows; the 256-row tile's
+    partial tiles with at most 128 rows run one wave at half the cost, a quarter of a tile on
+    average. The same wave-and-tile cost model as `pick` then chooses: 256x128 (bf16 output) or
+    128x128 when groups have many rows, 64x128 when the expected rows per group are small (a
+    partial tile wastes less there).
     """
     del k
     g = max(int(g), 1)
@@ -123,7 +126,8 @@ def pick_grouped(m: int, n: int, k: int, g: int, num_sms: int, *, masked: bool =
                 m_tiles = g * cdiv(m, bm)
             else:
                 aligned = m % g == 0 and (m // g) % bm == 0
-                m_tiles = cdiv(m, bm) + (0 if aligned else min(g, m) / 2)
+                waste = 0.25 if bm == 256 else 0.5  # per group, in tiles (see above)
+                m_tiles = cdiv(m, bm) + (0 if aligned else min(g, m) * waste)
             yield bm, bn, m_tiles * cdiv(n, bn), 1.0
 
     return _cheapest(candidates(), num_sms)

@@ -52,12 +52,18 @@ def _grouped_config(m, n, k, g, masked, out_dtype):
     return gemm_config.pick_grouped(m, n, k, g, _kernels.num_sms(), masked=masked, out_dtype=out_dtype)
 
 
+# The contiguous-layout kernel's second result: the counter its CTAs take tiles from (set by the
+# launch; cuda/gemm/fp8_gemm.h, GroupedGemmProblem::tile_counter).
+_TILE_COUNTER = jax.ShapeDtypeStruct((1,), jnp.int32)
+
+
 def grouped_gemm_kernel_call(a, a_s, b, b_s, group_sizes, config: gemm_config.GemmConfig,
                              out_dtype=jnp.bfloat16):
     """The contiguous-layout FFI call with an explicit configuration."""
     out = jax.ShapeDtypeStruct((a.shape[0], b.shape[1]), out_dtype)
-    return jax.ffi.ffi_call("fp8gemm_grouped_gemm", out)(
+    d, _ = jax.ffi.ffi_call("fp8gemm_grouped_gemm", (out, _TILE_COUNTER))(
         a, mn_major_scales(a_s), b, b_s, group_sizes, **config.attributes())
+    return d
 
 
 def grouped_gemm_masked_kernel_call(a, a_s, b, b_s, masked_m, config: gemm_config.GemmConfig,

@@ -5,11 +5,15 @@
 //   nvcc -gencode=arch=compute_90a,code=sm_90a -O3 -std=c++17 --expt-relaxed-constexpr -Icuda
 //        tools/grouped_standalone_test.cu cuda/gemm/*.cu -o build/grouped_standalone_test
 //
-// Usage: grouped_standalone_test [--small] [--no-bench] [--bench-only] [--case=TEXT] [--seed=N] [--runs=N]
+// Usage: grouped_standalone_test [--small] [--no-bench] [--bench-only] [--case=TEXT] [--tiles=LIST] [--seed=N]
+//                                 [--runs=N]
 //   --small       tiny cases only, no benchmark (for compute-sanitizer memcheck / racecheck)
 //   --no-bench    correctness only;  --bench-only: the timed cases only (their outputs still checked)
-//   --case=TEXT   only the checked cases whose name contains TEXT (no graph / rejection checks), e.g.
-//                 to tell which case a compute-sanitizer report comes from
+//   --case=TEXT   only the cases whose name contains TEXT (checked: no graph / rejection checks then),
+//                 e.g. to tell which case a compute-sanitizer report comes from
+//   --tiles=LIST  time only these tiles, e.g. 256x128,128x128 (default: every grouped tile)
+// FP8GEMM_RUN_TIME_ORDER=0 / FP8GEMM_SKIP_WAVES=0 in the environment: the static tile order / no skipping
+// of a partial tile's empty waves (A/B runs of one build).
 //
 // Data: generated on the device from a hash of (seed, row, col), so no large host arrays exist:
 // A / B are random e4m3 codes with magnitudes 2^-3 .. 30 (never NaN), scales random positive
@@ -175,6 +179,7 @@ struct DeviceData {
   uint8_t *a = nullptr, *b = nullptr;
   float *sfa = nullptr, *sfb = nullptr;
   int* sizes = nullptr;
+  int* tile_counter = nullptr;  // the launch's workspace (run-time tile order)
   void *d = nullptr, *d2 = nullptr;
   uint8_t* row_flags = nullptr;  // 1: row owned by a group (finite), 0: must be zero
   size_t d_bytes = 0;
@@ -188,6 +193,8 @@ struct DeviceData {
     CUDA_CHECK(cudaMalloc(&sfa, std::max<size_t>(static_cast<size_t>(c.kb()) * c.sfa_ld() * 4, 16)));
     CUDA_CHECK(cudaMalloc(&sfb, std::max<size_t>(static_cast<size_t>(c.g) * c.nb() * c.kb() * 4, 16)));
     CUDA_CHECK(cudaMalloc(&sizes, std::max<size_t>(static_cast<size_t>(c.g) * 4, 16)));
+    CUDA_CHECK(cudaMalloc(&tile_counter, sizeof(int)));
+    CUDA_CHECK(cudaMemset(tile_counter, 0x7F, sizeof(int)));  // garbage: the launch must zero it
     d_bytes = static_cast<size_t>(rows) * c.n * 4;  // large enough for f32
     CUDA_CHECK(cudaMalloc(&d, std::max<size_t>(d_bytes, 16)));
     CUDA_CHECK(cudaMalloc(&d2, std::max<size_t>(d_bytes, 16)));
@@ -209,6 +216,7 @@ struct DeviceData {
   }
   void release() {
     cudaFree(a), cudaFree(b), cudaFree(sfa), cudaFree(sfb), cudaFree(sizes), cudaFree(d), cudaFree(d2);
+    cudaFree(tile_counter);
     cudaFree(row_flags);
     *this = DeviceData();
   }
@@ -221,6 +229,7 @@ GroupedGemmProblem make_problem(const Case& c, const DeviceData& dd, void* d, Ou
   p.m = c.m, p.n = c.n, p.k = c.k, p.num_groups = c.g;
   p.group_sizes = dd.sizes;
   p.masked = c.masked;
+  p.tile_counter = dd.tile_counter;
   return p;
 }
 
@@ -575,9 +584,17 @@ struct BenchRow {
   double us, tflops;
 };
 
-void bench_case(const Case& c, DeviceData& dd, int runs, const L2Flush& flush, std::vector<BenchRow>& table) {
+// Whether `tiles` ("" = all, else e.g. "256x128,128x128") names the tile.
+bool tile_selected(const std::string& tiles, const fp8gemm::CompiledTile& t) {
+  return tiles.empty() || (',' + tiles + ',').find(',' + std::to_string(t.block_m) + 'x' + std::to_string(t.block_n) +
+                                                  ',') != std::string::npos;
+}
+
+void bench_case(const Case& c, DeviceData& dd, int runs, const L2Flush& flush, const std::string& tiles,
+                std::vector<BenchRow>& table) {
   const double flops = 2.0 * static_cast<double>(RowMap(c).valid_rows()) * c.n * static_cast<double>(c.k);
   for (const auto& t : fp8gemm::kCompiledGroupedTiles) {
+    if (!tile_selected(tiles, t)) continue;
     const Variant v{GemmConfig{t.block_m, t.block_n, 0, 0, 1}, OutDtype::kBF16};
     const GroupedGemmProblem p = make_problem(c, dd, dd.d, v.out);
     if (fp8gemm::launch_fp8_grouped_gemm(p, v.cfg, 0) != cudaSuccess) continue;
@@ -717,7 +734,7 @@ std::vector<Case> bench_cases(uint64_t seed) {
 
 int main(int argc, char** argv) {
   bool small = false, bench = true, check = true;
-  std::string only_case;
+  std::string only_case, tiles;
   uint64_t seed = 4321;
   int runs = 20;
   for (int i = 1; i < argc; ++i) {
@@ -728,6 +745,7 @@ int main(int argc, char** argv) {
     else if (a.rfind("--seed=", 0) == 0) seed = std::strtoull(a.c_str() + 7, nullptr, 10);
     else if (a.rfind("--runs=", 0) == 0) runs = std::max(5, std::atoi(a.c_str() + 7));
     else if (a.rfind("--case=", 0) == 0) only_case = a.substr(7);
+    else if (a.rfind("--tiles=", 0) == 0) tiles = a.substr(8);
     else {
       std::fprintf(stderr, "unknown option %s\n", a.c_str());
       return 2;
@@ -773,11 +791,12 @@ int main(int argc, char** argv) {
     const std::vector<Case> cases = bench_cases(seed);
     for (size_t i = 0; i < cases.size(); ++i) {
       const Case& c = cases[i];
+      if (!only_case.empty() && c.name.find(only_case) == std::string::npos) continue;
       const Seeds seeds(seed + 1000 + i);
       DeviceData dd;
       dd.create(c, seeds);
       check_case(c, seeds, dd, scratch, check_variants(true, /*shallow=*/false));  // the timed configs
-      bench_case(c, dd, runs, flush, table);
+      bench_case(c, dd, runs, flush, tiles, table);
       dd.release();
     }
     std::printf("\n%-36s %-22s %10s %10s\n", "grouped case (bf16 out)", "config", "time(us)", "TFLOP/s");

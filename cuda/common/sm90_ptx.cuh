@@ -153,8 +153,12 @@ __device__ __forceinline__ void mbar_arrive_cluster(uint64_t* bar, uint32_t cta_
 }
 
 // One arrival plus an announcement of `bytes` transaction bytes that TMA will deliver in this phase.
+// Relaxed: the arriving thread publishes no data of its own (the TMA's bytes complete the phase),
+// and a release arrive would first wait for the thread's earlier memory operations -- such as the
+// tile counter's atomic, microseconds under full TMA load (scheduler.cuh: TilePoster).
 __device__ __forceinline__ void mbar_arrive_expect_tx(uint64_t* bar, uint32_t bytes) {
-  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(smem_u32(bar)), "r"(bytes)
+  asm volatile("mbarrier.arrive.expect_tx.relaxed.cta.shared::cta.b64 _, [%0], %1;\n" ::"r"(smem_u32(bar)),
+               "r"(bytes)
                : "memory");
 }
 

@@ -2,12 +2,14 @@
 //
 //   fp8gemm_grouped_gemm         contiguous layout: a [M,K], sfa [cdiv(K,128), align(M,4)],
 //                                b [G,N,K], sfb [G,cdiv(N,128),cdiv(K,128)], group_sizes s32 [G]
-//                                -> d [M,N]
+//                                -> d [M,N], workspace s32 [1]
 //   fp8gemm_grouped_gemm_masked  masked layout: a [G,Mmax,K], sfa [cdiv(K,128), align(G*Mmax,4)],
 //                                b, sfb as above, masked_m s32 [G] -> d [G,Mmax,N]
 // The group sizes stay on the device (the kernels read them): no host synchronisation, so both are
-// command-buffer (CUDA graph) compatible. The Python side (jax_fp8gemm/grouped.py) picks the
-// configuration and hands A's scales over MN-major.
+// command-buffer (CUDA graph) compatible. The contiguous layout's workspace is the counter from
+// which the kernel's CTAs take their tiles (GroupedGemmProblem::tile_counter; zeroed by the launch,
+// on the stream). The Python side (jax_fp8gemm/grouped.py) picks the configuration and hands A's
+// scales over MN-major.
 #include "ffi/ffi_common.h"
 #include "gemm/fp8_gemm.h"
 
@@ -42,8 +44,8 @@ ffi::Error check_common(const char* op, ffi::AnyBuffer a, ffi::Buffer<ffi::F32> 
 }
 
 ffi::Error launch(const char* op, ffi::AnyBuffer a, ffi::Buffer<ffi::F32> sfa, ffi::AnyBuffer b,
-                  ffi::Buffer<ffi::F32> sfb, ffi::Buffer<ffi::S32> sizes, ffi::AnyBuffer d, OutDtype out,
-                  int64_t m, bool masked, cudaStream_t stream, int64_t block_m, int64_t block_n,
+                  ffi::Buffer<ffi::F32> sfb, ffi::Buffer<ffi::S32> sizes, ffi::AnyBuffer d, int* tile_counter,
+                  OutDtype out, int64_t m, bool masked, cudaStream_t stream, int64_t block_m, int64_t block_n,
                   int64_t num_stages, int64_t num_sms, int64_t multicast) {
   const auto bd = b.dimensions();
   GroupedGemmProblem problem;
@@ -60,14 +62,15 @@ ffi::Error launch(const char* op, ffi::AnyBuffer a, ffi::Buffer<ffi::F32> sfa, f
   problem.num_groups = static_cast<int>(bd[0]);
   problem.group_sizes = sizes.typed_data();
   problem.masked = masked;
+  problem.tile_counter = tile_counter;
   const GemmConfig config = ffi_util::gemm_config(block_m, block_n, num_stages, num_sms, multicast);
   return ffi_util::cuda_error(launch_fp8_grouped_gemm(problem, config, stream), (std::string(op) + " launch").c_str());
 }
 
 ffi::Error GroupedGemm(cudaStream_t stream, ffi::AnyBuffer a, ffi::Buffer<ffi::F32> sfa, ffi::AnyBuffer b,
                        ffi::Buffer<ffi::F32> sfb, ffi::Buffer<ffi::S32> group_sizes,
-                       ffi::Result<ffi::AnyBuffer> d, int64_t block_m, int64_t block_n, int64_t num_stages,
-                       int64_t num_sms, int64_t multicast) {
+                       ffi::Result<ffi::AnyBuffer> d, ffi::Result<ffi::Buffer<ffi::S32>> workspace,
+                       int64_t block_m, int64_t block_n, int64_t num_stages, int64_t num_sms, int64_t multicast) {
   constexpr const char* kOp = "grouped_gemm";
   const auto ad = a.dimensions(), bd = b.dimensions(), dd = d->dimensions();
   if (ad.size() != 2 || dd.size() != 2) return invalid("grouped_gemm: a [M,K] and d [M,N] must be 2-D");
@@ -76,9 +79,10 @@ ffi::Error GroupedGemm(cudaStream_t stream, ffi::AnyBuffer a, ffi::Buffer<ffi::F
   if (dd[0] != m || dd[1] != bd[1]) return invalid("grouped_gemm: d must be [M,N]");
   OutDtype out;
   if (auto err = check_common(kOp, a, sfa, b, sfb, group_sizes, *d, m, k, &out); err.failure()) return err;
+  if (workspace->element_count() != 1) return invalid("grouped_gemm: the workspace must be int32 [1]");
   if (m == 0 || bd[1] == 0) return ffi::Error::Success();
-  return launch(kOp, a, sfa, b, sfb, group_sizes, *d, out, m, /*masked=*/false, stream, block_m, block_n,
-                num_stages, num_sms, multicast);
+  return launch(kOp, a, sfa, b, sfb, group_sizes, *d, workspace->typed_data(), out, m, /*masked=*/false, stream,
+                block_m, block_n, num_stages, num_sms, multicast);
 }
 
 ffi::Error GroupedGemmMasked(cudaStream_t stream, ffi::AnyBuffer a, ffi::Buffer<ffi::F32> sfa, ffi::AnyBuffer b,
@@ -96,20 +100,27 @@ ffi::Error GroupedGemmMasked(cudaStream_t stream, ffi::AnyBuffer a, ffi::Buffer<
   OutDtype out;
   if (auto err = check_common(kOp, a, sfa, b, sfb, masked_m, *d, g * mmax, k, &out); err.failure()) return err;
   if (g == 0 || mmax == 0 || bd[1] == 0) return ffi::Error::Success();
-  return launch(kOp, a, sfa, b, sfb, masked_m, *d, out, mmax, /*masked=*/true, stream, block_m, block_n, num_stages,
-                num_sms, multicast);
+  return launch(kOp, a, sfa, b, sfb, masked_m, *d, /*tile_counter=*/nullptr, out, mmax, /*masked=*/true, stream,
+                block_m, block_n, num_stages, num_sms, multicast);
 }
 
-// Both layouts: (stream, a, sfa, b, sfb, group sizes) -> d.
-auto grouped_binding() {
+// (stream, a, sfa, b, sfb, group sizes) -> d (masked) or (d, workspace) (contiguous).
+auto grouped_binding_masked() {
   return ffi_util::bind_tile_attrs(ffi_util::bind_gemm_operands().Arg<ffi::Buffer<ffi::S32>>().Ret<ffi::AnyBuffer>())
+      .Attr<int64_t>("multicast");
+}
+auto grouped_binding() {
+  return ffi_util::bind_tile_attrs(ffi_util::bind_gemm_operands()
+                                       .Arg<ffi::Buffer<ffi::S32>>()
+                                       .Ret<ffi::AnyBuffer>()
+                                       .Ret<ffi::Buffer<ffi::S32>>())
       .Attr<int64_t>("multicast");
 }
 
 }  // namespace
 
 XLA_FFI_DEFINE_HANDLER_SYMBOL(kFp8GroupedGemm, GroupedGemm, grouped_binding(), {ffi::Traits::kCmdBufferCompatible});
-XLA_FFI_DEFINE_HANDLER_SYMBOL(kFp8GroupedGemmMasked, GroupedGemmMasked, grouped_binding(),
+XLA_FFI_DEFINE_HANDLER_SYMBOL(kFp8GroupedGemmMasked, GroupedGemmMasked, grouped_binding_masked(),
                               {ffi::Traits::kCmdBufferCompatible});
 
 }  // namespace fp8gemm

@@ -439,7 +439,7 @@ cudaError_t launch_fp8_grouped_gemm(const GroupedGemmProblem& p, const GemmConfi
   if (p.sfa_ld < total_rows || p.sfa_ld % 4 != 0) return cudaErrorInvalidValue;
   if (!p.d || (p.num_groups > 0 && (!p.a || !p.b || !p.sfa || !p.sfb || !p.group_sizes))) return cudaErrorInvalidValue;
   if (!aligned(p.a, 16) || !aligned(p.b, 16) || !aligned(p.sfa, 16) || !aligned(p.d, 16) || !aligned(p.sfb, 4) ||
-      !aligned(p.group_sizes, 4))
+      !aligned(p.group_sizes, 4) || !aligned(p.tile_counter, 4))
     return cudaErrorInvalidValue;
 
   const int entry_idx = find_grouped_entry(cfg.block_m, cfg.block_n, p.out_dtype);
@@ -451,7 +451,8 @@ cudaError_t launch_fp8_grouped_gemm(const GroupedGemmProblem& p, const GemmConfi
 
   const int sfb_staged_floats = sfb_staged_floats_of(e, num_k_blocks);
   LaunchSetup s;
-  cudaError_t err = setup_launch(e, cfg, /*min_stages=*/1, &s, sfb_staging_bytes(sfb_staged_floats));
+  cudaError_t err =
+      setup_launch(e, cfg, /*min_stages=*/1, &s, sfb_staging_bytes(sfb_staged_floats) + sizeof(TileRing));
   if (err != cudaSuccess) return err;
 
   // Upper bound of the tiles: contiguous sum_g cdiv(rows_g, BM) <= cdiv(M, BM) + (non-empty groups).
@@ -473,13 +474,24 @@ cudaError_t launch_fp8_grouped_gemm(const GroupedGemmProblem& p, const GemmConfi
   TensorMaps maps;
   // All groups' B as one [G * N, K] tensor: a ragged last N-tile of group g reads rows of group
   // g + 1 (or zeros past the end) into columns >= N, which are never stored.
-  if (!encode_operand_map(&maps.a, p.a, total_rows, p.k, e.block_m) ||
+  if (!encode_operand_map(&maps.a, p.a, total_rows, p.k, e.a_load_rows) ||
       !encode_operand_map(&maps.b, p.b, static_cast<long long>(p.num_groups) * p.n, p.k, e.block_n) ||
       !encode_scale_map(&maps.sfa, p.sfa, num_k_blocks, total_rows, p.sfa_ld, sfa_box_cols(e)) ||
       !encode_output_map(&maps.d, p.d, p.out_dtype, total_rows, p.n, e))
     return cudaErrorInvalidValue;
 
+  // The contiguous layout's 256-row tile takes its tiles in the run-time order when a counter is
+  // given: the partial last tiles of its unpadded groups run one wave, at about half the cost of a
+  // tile, which lets the static order drift apart (half speed at 256 groups). The other tiles cost
+  // the same whatever their rows, and the 128- and 64-row tiles measured 5-27% slower in the
+  // run-time order than in the static one (as did the masked layout's short-K shapes, 3-6%), so
+  // they keep it (RESULTS.md, session 17). FP8GEMM_RUN_TIME_ORDER=0: the static order for all.
   GroupedSchedulerParams sched;
+  sched.tile_counter = run_time_order_default() && !p.masked && e.block_m == 256 ? p.tile_counter : nullptr;
+  if (sched.tile_counter != nullptr) {
+    err = cudaMemsetAsync(sched.tile_counter, 0, sizeof(int), stream);
+    if (err != cudaSuccess) return err;
+  }
   sched.sizes = p.group_sizes;
   sched.num_groups = p.num_groups;
   sched.m = p.m;
@@ -553,7 +565,7 @@ cudaError_t launch_wgrad_kernel(const WgradOperands& p, long long rows_d, long l
 
   const int num_k_blocks = (p.t + kBlockK - 1) / kBlockK;
   TensorMaps maps;
-  if (!encode_operand_map(&maps.a, p.a, p.m, p.t, e.block_m) ||
+  if (!encode_operand_map(&maps.a, p.a, p.m, p.t, e.a_load_rows) ||
       !encode_operand_map(&maps.b, p.b, p.n, p.t, e.block_n) ||
       !encode_scale_map(&maps.sfa, p.sfa, num_k_blocks, p.m, p.sfa_ld, sfa_box_cols(e)) ||
       !encode_scale_map(&maps.sfb, p.sfb, num_k_blocks, p.n, p.sfb_ld, e.block_n) ||  // kSfbBoxCols

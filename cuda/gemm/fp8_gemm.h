@@ -123,6 +123,12 @@ struct GroupedGemmProblem {
   int n, k, num_groups;
   const int* group_sizes;  // device int32 [G]: contiguous group sizes, or masked_m
   bool masked;             // false: contiguous layout, true: masked layout
+  // Optional device int32 workspace, read by the contiguous layout's 256-row tile (the launch sets
+  // it to 0 first, on `stream`): with it the CTAs take their tiles in order as they become free,
+  // instead of tile t on CTA t % grid. That keeps the tiles in flight consecutive when tiles cost
+  // unequal time (the partial tiles run one 64-row wave per warpgroup), so the groups' B stays
+  // L2-resident while it is reused. Null (and the other tiles, the masked layout): the static order.
+  int* tile_counter = nullptr;
 };
 
 // Tiles compiled for the grouped kernels (both output dtypes each; multicast must be 1):

@@ -121,16 +121,20 @@ struct GemmTraits {
   // SFA is loaded as BLOCK_M + 4 floats starting at row_start rounded down to a multiple of 4: a
   // TMA box must start 16-byte aligned along its inner (here: M) dimension, and grouped tiles
   // start at any row. The consumers skip the (row_start % 4) leading floats. A box holds at most
-  // 256 floats, so grouped 256-row tiles (the row-masking epilogue) load one box of 128 + 4 per
-  // wave (kSfaLoads), kSfaWaveStride floats apart in shared memory (a TMA destination must be
-  // 128-byte aligned); dense 256-row tiles start at multiples of 256 and load one box of 256.
-  static constexpr bool kSplitSfa = BLOCK_M == 256 && Epilogue::kMasksRows;
-  static constexpr int kSfaBoxRows = BLOCK_M == 256 ? (kSplitSfa ? 132 : 256) : BLOCK_M + 4;
-  static constexpr int kSfaLoads = kSplitSfa ? 2 : 1;
+  // 256 floats, so grouped 256-row tiles (the row-masking epilogue) load A and its scales per wave
+  // (kLoadPerWave): box w holds rows 128 * w + [0, 128) of A (wave w of both math warpgroups) and
+  // 128 + 4 of its scales, kSfaWaveStride floats apart in shared memory (a TMA destination must be
+  // 128-byte aligned). A tile that runs one wave (the partial last tile of a group: one_wave_tile)
+  // loads the first box of each only. Dense 256-row tiles start at multiples of 256 and load one
+  // box of 256 rows and one of 256 scales.
+  static constexpr bool kLoadPerWave = BLOCK_M == 256 && Epilogue::kMasksRows;
+  static constexpr int kWaveLoads = kLoadPerWave ? 2 : 1;   // boxes of A (and of SFA) per stage
+  static constexpr int kALoadRows = BLOCK_M / kWaveLoads;  // rows of A per box
+  static constexpr int kSfaBoxRows = BLOCK_M == 256 ? (kLoadPerWave ? 132 : 256) : BLOCK_M + 4;
   static constexpr int kSfaWaveStride = ((kSfaBoxRows * 4 + 127) / 128) * 32;  // one box, 128-byte aligned
   // Floats from the first wave's scales to the second's: the next box, or 128 rows into the one box.
-  static constexpr int kSfaWaveOffset = kSplitSfa ? kSfaWaveStride : 128;
-  static constexpr int kSmemSFA = kSfaLoads * kSfaWaveStride * 4;
+  static constexpr int kSfaWaveOffset = kLoadPerWave ? kSfaWaveStride : 128;
+  static constexpr int kSmemSFA = kWaveLoads * kSfaWaveStride * 4;
   // SFB slice (kPerRowScaleB only): BLOCK_N floats from col_start, which is a multiple of BLOCK_N
   // (so of 16): 16-byte aligned without the SFA-style pad. Each stage has two slots, used on
   // alternate passes over the ring (slot = the ring phase): the math warps release a stage as
@@ -142,7 +146,8 @@ struct GemmTraits {
   static constexpr int kSmemD = Epilogue::kSmemBytes;
   static constexpr int kSmemBarriers = (kMaskSharedBlocks ? 3 : 2) * 8;  // full + empty (+ loaded) mbarrier per stage
   static constexpr int kSmemPerStage = kSmemAB + kSmemSFA + kSmemSFB + kSmemBarriers;
-  static constexpr uint32_t kTxBytesPerStage = kSmemA + kSmemB + kSfaLoads * kSfaBoxRows * 4 + kSfbBoxCols * 4;
+  static constexpr uint32_t kTxBytesPerStage = kSmemA + kSmemB + kWaveLoads * kSfaBoxRows * 4 + kSfbBoxCols * 4;
+  static constexpr uint32_t kWaveLoadBytes = kALoadRows * kBlockK + kSfaBoxRows * 4;  // one box of A and of SFA
   static_assert(kSmemA % 1024 == 0 && kSmemB % 1024 == 0 && kSmemD % 1024 == 0,
                 "128B-swizzled tiles must stay 1024-byte aligned");
 
@@ -157,12 +162,24 @@ struct GemmTraits {
   static constexpr int smem_bytes(int num_stages) { return kSmemD + num_stages * kSmemPerStage; }
 };
 
-// Deferred promotion is on unless FP8GEMM_DEFERRED=0 (read once; for A/B measurements).
+// A switch that is on unless the environment variable `name` starts with '0' (read once; for A/B
+// measurements of one build).
+inline int env_switch(const char* name) {
+  const char* env = std::getenv(name);
+  return (env != nullptr && env[0] == '0') ? 0 : 1;
+}
+// Deferred promotion (FP8GEMM_DEFERRED), the two-wave loop's skipping of empty waves
+// (FP8GEMM_SKIP_WAVES) and the run-time tile order of the grouped kernels (FP8GEMM_RUN_TIME_ORDER).
 inline int deferred_promotion_default() {
-  static const int value = [] {
-    const char* env = std::getenv("FP8GEMM_DEFERRED");
-    return (env != nullptr && env[0] == '0') ? 0 : 1;
-  }();
+  static const int value = env_switch("FP8GEMM_DEFERRED");
+  return value;
+}
+inline int skip_empty_waves_default() {
+  static const int value = env_switch("FP8GEMM_SKIP_WAVES");
+  return value;
+}
+inline bool run_time_order_default() {
+  static const bool value = env_switch("FP8GEMM_RUN_TIME_ORDER") != 0;
   return value;
 }
 
@@ -174,6 +191,9 @@ struct GemmKernelArgs {
   int num_stages;    // pipeline depth (fits the dynamic shared memory the launch provides)
   // 1: issue k-block kb+1 before promoting kb (tiles where it fits; see kDeferredPromotion).
   int deferred_promotion = deferred_promotion_default();
+  // 1: a 256-row tile with at most 128 valid rows (a partial last tile) runs the first 64-row wave
+  // of each math warpgroup only.
+  int skip_empty_waves = skip_empty_waves_default();
   // Floats per B-scale staging buffer: GemmTraits::kSfbStagedRows rows of round_up(num_k_blocks, 4);
   // the launch reserves 2 buffers per math warpgroup after the barriers. 0 with per-row B scales.
   int sfb_staged_floats = 0;
@@ -184,6 +204,15 @@ struct GemmKernelArgs {
 };
 
 namespace detail {
+
+// Whether a tile of a two-wave (256-row) kernel has rows in the first wave of each math warpgroup
+// only: at most 128 valid rows (the partial last tile of a group, or of M). It then runs the
+// one-wave loop and loads one box of A and SFA per stage (kLoadPerWave kernels); the producer and
+// the math warpgroups decide alike.
+template <int kNumWaves>
+__device__ __forceinline__ bool one_wave_tile(const TileInfo& t, const GemmKernelArgs& args) {
+  return kNumWaves > 1 && args.skip_empty_waves != 0 && t.row_end - t.row_start <= 128;
+}
 
 // out += acc * scale, where chunks (8 columns) [0, kSplit) use the first B-scale block and chunks
 // [kSplit, kNumAcc/4) the second. s_r_b = sfa(row r) * sfb(block b), r = thread's row 0 / row 8.
@@ -255,6 +284,14 @@ template <class Scheduler>
 struct ZeroesUnwrittenRows<Scheduler, std::void_t<decltype(Scheduler::kZeroesUnwrittenRows)>>
     : std::integral_constant<bool, Scheduler::kZeroesUnwrittenRows> {};
 
+// Whether the scheduler's tiles may be handed out at run time (scheduler.cuh: Params::tile_counter;
+// the grouped layouts): the producer then posts the indices into a TileRing for the math threads.
+template <class Scheduler, class = void>
+struct RunTimeOrder : std::false_type {};
+template <class Scheduler>
+struct RunTimeOrder<Scheduler, std::void_t<decltype(Scheduler::kRunTimeOrder)>>
+    : std::integral_constant<bool, Scheduler::kRunTimeOrder> {};
+
 // k-grouped: whether k-block kb of the tile may hold tokens of another group (the tile's tokens
 // start or end inside it; masking a block cut by the end of T instead, which TMA fills with zeros
 // past T, is harmless).
@@ -282,7 +319,8 @@ __global__ void __launch_bounds__(GemmTraits<BLOCK_M, BLOCK_N, Epilogue, kPerRow
   static_assert(Wgmma::kNumAcc == kNumAcc, "wgmma shape");
 
   // ---------------------------------------------------------------------------------------------
-  // Shared memory: [ D (epilogue) | stage 0 A, B | stage 1 A, B | ... | SFA x stages | barriers ]
+  // Shared memory: [ D (epilogue) | stage 0 A, B | stage 1 A, B | ... | SFA (SFB) x stages |
+  //                  barriers | B-scale staging buffers | tile ring (grouped) ]
   // ---------------------------------------------------------------------------------------------
   extern __shared__ __align__(1024) uint8_t smem[];
   const int num_stages = args.num_stages;
@@ -300,6 +338,14 @@ __global__ void __launch_bounds__(GemmTraits<BLOCK_M, BLOCK_N, Epilogue, kPerRow
   // Two buffers of args.sfb_staged_floats B scales per math warpgroup (one tile's each; not with
   // per-row B scales).
   float* const smem_sfb_tiles = reinterpret_cast<float*>(empty_bar + (kTileKRange ? 2 : 1) * num_stages);
+  // Tiles handed out at run time (grouped layouts, when the launch gives a tile counter: the
+  // producer posts their indices into a ring after the staging buffers); else the static order.
+  TileRing* tile_ring = nullptr;
+  int* tile_counter = nullptr;
+  if constexpr (detail::RunTimeOrder<Scheduler>::value) {
+    tile_counter = sched_params.tile_counter;
+    if (tile_counter != nullptr) tile_ring = reinterpret_cast<TileRing*>(smem_sfb_tiles + 4 * args.sfb_staged_floats);
+  }
 
   // Warp index made warp-uniform explicitly (lets the compiler keep it in a uniform register).
   const uint32_t warp_idx = __shfl_sync(0xffffffffu, threadIdx.x / 32, 0);
@@ -324,6 +370,7 @@ __global__ void __launch_bounds__(GemmTraits<BLOCK_M, BLOCK_N, Epilogue, kPerRow
       ptx::mbar_init(&empty_bar[s], cluster_size * Traits::kNumMathThreads / 32);
       if constexpr (kTileKRange) ptx::mbar_init(&loaded_bar[s], 1);
     }
+    if (tile_ring != nullptr) tile_ring->init(Traits::kNumMathThreads);
     ptx::fence_mbarrier_init();
   }
   // A box of fewer rows than the tile (args.a_box_rows): the rows below it stay zero in every stage.
@@ -353,11 +400,18 @@ __global__ void __launch_bounds__(GemmTraits<BLOCK_M, BLOCK_N, Epilogue, kPerRow
     ptx::setmaxnreg_dec<kProducerRegisters>();
     if (warp_idx == 0 && ptx::elect_one()) {
       Scheduler scheduler(sched_params, cluster_size);
+      TilePoster feed(tile_ring, tile_counter);
       TileInfo tile;
       uint32_t stage = 0, phase = 0;
-      while (scheduler.next(tile)) {
+      while (scheduler.next(tile, feed)) {
         int kb_begin = 0, kb_end = num_k_blocks;
         if constexpr (kTileKRange) kb_begin = tile.kb_begin, kb_end = tile.kb_end;
+        // Boxes of A (and of its scales) per stage: one per wave the tile runs (kLoadPerWave).
+        const int wave_loads = detail::one_wave_tile<Traits::kNumWaves>(tile, args) ? 1 : Traits::kWaveLoads;
+        // The bytes of a stage (also those multicast in by the peer CTA; TMA always delivers full
+        // boxes, zero-filled at the edges).
+        const uint32_t stage_bytes = Traits::kTxBytesPerStage - (BLOCK_M - a_box_rows) * kBlockK -
+                                     (Traits::kWaveLoads - wave_loads) * Traits::kWaveLoadBytes;
         for (int kb = kb_begin; kb < kb_end; ++kb) {
           // Wait until the consumers (of both CTAs with a cluster) released this stage's previous
           // contents. On the first pass over the ring, parity phase^1 = 1 refers to the phase
@@ -368,23 +422,23 @@ __global__ void __launch_bounds__(GemmTraits<BLOCK_M, BLOCK_N, Epilogue, kPerRow
             if (detail::shares_block(tile, kb)) bar = &loaded_bar[stage];  // the masking warps finish it
           uint8_t* smem_a_stage = smem_ab + stage * Traits::kSmemAB;
           uint8_t* smem_b_stage = smem_a_stage + Traits::kSmemA;
-          // Announce the bytes of the whole stage (also those multicast in by the peer CTA; TMA
-          // always delivers full boxes, zero-filled at the edges).
-          ptx::mbar_arrive_expect_tx(bar, Traits::kTxBytesPerStage - (BLOCK_M - a_box_rows) * kBlockK);
+          ptx::mbar_arrive_expect_tx(bar, stage_bytes);
           constexpr uint16_t kBothCtas = 0x3;  // multicast mask: cluster ranks 0 and 1
           float* const smem_sfa_stage = smem_sfa + stage * (Traits::kSmemSFA / 4);
           if (!tile.multicast_a) {
-            ptx::tma_load_2d(&tmap_a, bar, smem_a_stage, kb * kBlockK, tile.a_row);
-#pragma unroll
-            for (int w = 0; w < Traits::kSfaLoads; ++w)
+            for (int w = 0; w < wave_loads; ++w) {
+              ptx::tma_load_2d(&tmap_a, bar, smem_a_stage + w * Traits::kALoadRows * kBlockK, kb * kBlockK,
+                               tile.a_row + w * Traits::kALoadRows);
               ptx::tma_load_2d(&tmap_sfa, bar, smem_sfa_stage + w * Traits::kSfaWaveStride, (tile.a_row & ~3) + w * 128,
                                kb);
+            }
           } else if (cta_rank == 0) {
-            ptx::tma_load_2d_multicast(&tmap_a, bar, smem_a_stage, kb * kBlockK, tile.a_row, kBothCtas);
-#pragma unroll
-            for (int w = 0; w < Traits::kSfaLoads; ++w)
+            for (int w = 0; w < wave_loads; ++w) {
+              ptx::tma_load_2d_multicast(&tmap_a, bar, smem_a_stage + w * Traits::kALoadRows * kBlockK, kb * kBlockK,
+                                         tile.a_row + w * Traits::kALoadRows, kBothCtas);
               ptx::tma_load_2d_multicast(&tmap_sfa, bar, smem_sfa_stage + w * Traits::kSfaWaveStride,
                                          (tile.a_row & ~3) + w * 128, kb, kBothCtas);
+            }
           }
           if constexpr (kPerRowScaleB)  // each CTA loads its own slice (also with B multicast)
             ptx::tma_load_2d(&tmap_sfb, bar, smem_sfb + (2 * stage + phase) * Traits::kSfbSlotFloats, tile.col_start, kb);
@@ -419,9 +473,10 @@ __global__ void __launch_bounds__(GemmTraits<BLOCK_M, BLOCK_N, Epilogue, kPerRow
         const int i = static_cast<int>(threadIdx.x) - 32, chunk = i % 8, first = 16 * chunk;
         constexpr int kRowStep = (kNumProducerThreads - 32) / 8;
         Scheduler scheduler(sched_params, cluster_size);
+        StaticTiles feed;  // k-grouped wgrad: the static order
         TileInfo tile;
         uint32_t stage = 0, loaded_phases = 0;
-        while (scheduler.next(tile)) {
+        while (scheduler.next(tile, feed)) {
           for (int kb = tile.kb_begin; kb < tile.kb_end; ++kb) {
             if (detail::shares_block(tile, kb)) {
               ptx::mbar_wait(&loaded_bar[stage], (loaded_phases >> stage) & 1u);
@@ -475,6 +530,7 @@ __global__ void __launch_bounds__(GemmTraits<BLOCK_M, BLOCK_N, Epilogue, kPerRow
     const uint32_t desc_b0_lo = __shfl_sync(0xffffffffu, static_cast<uint32_t>(desc_b0), 0);
 
     Scheduler scheduler(sched_params, cluster_size);
+    TileReader feed(tile_ring);
     TileInfo tile;
     uint32_t stage = 0, phase = 0;
     uint32_t tile_parity = 0;  // which of the two B-scale staging buffers this tile uses
@@ -581,7 +637,7 @@ __global__ void __launch_bounds__(GemmTraits<BLOCK_M, BLOCK_N, Epilogue, kPerRow
       }
     };
 
-    bool has_tile = scheduler.next(tile);
+    bool has_tile = scheduler.next(tile, feed);
     if (has_tile) prefetch_sfb(tile);
     while (has_tile) {
       // Rows of this warpgroup beyond the tile's valid rows: no output (and in the serial loop no
@@ -726,29 +782,40 @@ __global__ void __launch_bounds__(GemmTraits<BLOCK_M, BLOCK_N, Epilogue, kPerRow
         // B scales stay readable in their slot). The two math warpgroups' promotions overlap each
         // other's wgmmas. Rows past M are computed from TMA zeros (the epilogue does not store
         // them). BLOCK_N = 128: one B-scale block per tile.
+        // A tile with at most 128 valid rows (one_wave_tile: the partial last tile of a group, or
+        // of M) has rows in the first wave of each warpgroup only: it runs the loop compiled for
+        // one wave (half the wgmmas and promotions; out1 stays zero and is not stored). Full tiles
+        // run the two-wave loop unchanged.
         static_assert(!Traits::kMayStraddle && BLOCK_N == 128, "256-row tiles are 128 wide");
+        auto wave_loop = [&](auto waves_c) {
+          constexpr int kWaves = decltype(waves_c)::value;
 #pragma unroll kTwoWaveUnroll<Epilogue::kElemBytes>
-        for (int kb = 0; kb < tile_k_blocks; ++kb) {
-          float sfb, unused;
-          tile_sfb(kb, sfb, unused);
-          ptx::mbar_wait(&full_bar[stage], phase);
+          for (int kb = 0; kb < tile_k_blocks; ++kb) {
+            float sfb, unused;
+            tile_sfb(kb, sfb, unused);
+            ptx::mbar_wait(&full_bar[stage], phase);
 #pragma unroll
-          for (int wave = 0; wave < kNumWaves; ++wave) {
-            float sfa0, sfa1;
-            load_sfa(stage, sfa0, sfa1, wave);
-            issue(acc, stage, wave * (128 * kBlockK / 16));
-            ptx::wgmma_wait<0>();
-            ptx::fence_operands(acc);
-            if constexpr (kPerRowScaleB) {
-              if (wave == kNumWaves - 1) fence_and_release(stage);
-              promote_per_column(wave == 0 ? out : out1, acc, sfa0, sfa1, stage, phase);
-            } else {
-              if (wave == kNumWaves - 1) release(stage);
-              detail::promote<kNumAcc / 4>(wave == 0 ? out : out1, acc, sfa0 * sfb, sfa1 * sfb, 0.f, 0.f);
+            for (int wave = 0; wave < kWaves; ++wave) {
+              float sfa0, sfa1;
+              load_sfa(stage, sfa0, sfa1, wave);
+              issue(acc, stage, wave * (128 * kBlockK / 16));
+              ptx::wgmma_wait<0>();
+              ptx::fence_operands(acc);
+              if constexpr (kPerRowScaleB) {
+                if (wave == kWaves - 1) fence_and_release(stage);
+                promote_per_column(wave == 0 ? out : out1, acc, sfa0, sfa1, stage, phase);
+              } else {
+                if (wave == kWaves - 1) release(stage);
+                detail::promote<kNumAcc / 4>(wave == 0 ? out : out1, acc, sfa0 * sfb, sfa1 * sfb, 0.f, 0.f);
+              }
             }
+            advance(stage, phase);
           }
-          advance(stage, phase);
-        }
+        };
+        if (detail::one_wave_tile<kNumWaves>(tile, args))
+          wave_loop(std::integral_constant<int, 1>{});
+        else
+          wave_loop(std::integral_constant<int, kNumWaves>{});
       } else {
         // Serial promotion (DeepGEMM's order): issue, wait, release, promote; the two math
         // warpgroups' promotions overlap each other's wgmmas. The tile's B-scale split is
@@ -790,14 +857,14 @@ __global__ void __launch_bounds__(GemmTraits<BLOCK_M, BLOCK_N, Epilogue, kPerRow
       TileInfo next_tile = tile;
       bool has_next = false;
       if constexpr (kStageSfb) {
-        has_next = scheduler.next(next_tile);
+        has_next = scheduler.next(next_tile, feed);
         if (has_next) prefetch_sfb(next_tile);
       }
 
       if (active) Epilogue::store(out, smem_d, &tmap_d, tile, wg, /*slice=*/wg, tid_in_wg, epi_params);
       if constexpr (kNumWaves > 1)
         if (active1) Epilogue::store(out1, smem_d, &tmap_d, tile, wg, /*slice=*/2 + wg, tid_in_wg, epi_params);
-      if constexpr (!kStageSfb) has_next = scheduler.next(next_tile);
+      if constexpr (!kStageSfb) has_next = scheduler.next(next_tile, feed);
       tile = next_tile;
       has_tile = has_next;
     }
@@ -830,6 +897,7 @@ struct KernelEntry {
   int d_box_cols = 0, d_box_rows = 0, d_swizzle_bytes = 0;  // TMA store box / swizzle of the D map
   int out_elem_bytes = 0;
   int sfa_box_rows = 0;  // floats of A's scales per TMA load (GemmTraits::kSfaBoxRows)
+  int a_load_rows = 0;   // rows of A per TMA load (GemmTraits::kALoadRows)
   int sfb_staged_rows = 0;  // rows of B scales staged per tile (GemmTraits::kSfbStagedRows)
 };
 
@@ -853,6 +921,7 @@ KernelEntry make_kernel_entry(OutDtype out) {
   e.d_box_rows = Epi::kBoxRows;
   e.d_swizzle_bytes = Epi::kAtomBytes;
   e.sfa_box_rows = Traits::kSfaBoxRows;
+  e.a_load_rows = Traits::kALoadRows;
   e.sfb_staged_rows = Traits::kSfbStagedRows;
   e.out_elem_bytes = Epi::kElemBytes;
   return e;

@@ -3,9 +3,12 @@
 // Contract between a scheduler and the kernel body (fp8_gemm_kernel.cuh):
 //   * `typename S::Params` is a trivially copyable struct passed by value as a kernel argument.
 //   * `S(params, cluster_size)` is constructed independently by the producer and by every consumer
-//     thread; `bool next(TileInfo&)` must yield the same sequence of tiles in all of them (it may
-//     only depend on params, blockIdx and gridDim -- and, for grouped layouts, on device memory that
-//     does not change during the kernel).
+//     thread; `bool next(TileInfo&, Feed&)` maps the next tile index of the feed (below) to a tile,
+//     and must yield the same sequence of tiles in all of them for the same indices (it may only
+//     depend on params, the indices and gridDim -- and, for grouped layouts, on device memory that
+//     does not change during the kernel). The indices of a CTA increase. A scheduler that takes a
+//     tile counter for the run-time order declares `static constexpr bool kRunTimeOrder = true`
+//     (Params::tile_counter); the others run the static order.
 //   * With a cluster of 2 (TMA multicast), CTAs blockIdx.x = 2c and 2c+1 form a cluster. In every
 //     iteration both CTAs of a cluster must run the same number of k-blocks (they share the stage
 //     ring through the empty barriers) and, when `multicast_a` / `multicast_b` is set, work on the
@@ -22,6 +25,8 @@
 #pragma once
 
 #include <cstdint>
+
+#include "common/sm90_ptx.cuh"
 
 namespace fp8gemm {
 
@@ -45,6 +50,97 @@ struct TileInfo {
   int kb_end;      // kTileKRange (k-grouped); may be empty (the tile's output is then zero)
   int tok_begin;   // kTileKRange: the tile's tokens (K indices) [tok_begin, tok_end); the k-blocks at
   int tok_end;     // either end may hold other tokens, which the producer's masking warps zero
+};
+
+// ------------------------------------------------------------------------------------------------
+// Tile feeds: where a CTA's tile indices come from. A scheduler maps each index to a tile; every
+// call of its next(tile, feed) takes one index from `feed` (an index past the last tile ends the
+// CTA's work), so the threads of a CTA that run schedulers (the producer, the math threads) must
+// draw from feeds that give one sequence.
+//
+// Static order (StaticTiles; every scheduler): tile t on CTA t % gridDim.x, iteration
+// t / gridDim.x.
+//
+// Run-time order (the grouped layouts, when the launch gives a tile counter): the tiles are handed
+// out in index order as CTAs become free. In the static order, when tiles take unequal time -- the
+// partial last tile of an unpadded group computes only the 64-row waves that hold rows -- the CTAs
+// drift apart in tile index over the kernel, the tiles in flight spread over more groups than the
+// L2 holds B for, and B streams from DRAM once per M-tile instead of once (256 groups x ~1024 rows:
+// half speed; RESULTS.md, session 17). Handed out at run time, the ~gridDim.x tiles in flight stay
+// consecutive whatever each one costs. Per CTA one thread, the TMA producer, takes the indices
+// (TilePoster): its first is blockIdx.x, the next ones gridDim.x + atomicAdd(counter, 1), and it
+// posts each into a ring of kSlots slots in shared memory, from which every math thread reads it
+// (TileReader): full / empty mbarrier per slot as in the stage ring (full: the poster's one
+// arrival; empty: one arrival per reading thread, after its read). The indices of a CTA increase,
+// as in the static order (the grouped scheduler's forward-only cursor relies on that).
+// ------------------------------------------------------------------------------------------------
+struct StaticTiles {
+  int taken = 0;
+  __device__ __forceinline__ int next() { return static_cast<int>(blockIdx.x + (taken++) * gridDim.x); }
+};
+
+struct TileRing {
+  static constexpr int kSlots = 4;
+  uint64_t full[kSlots];
+  uint64_t empty[kSlots];
+  int index[kSlots];
+
+  // By one thread, before the CTA's first barrier (like the stage ring's barriers).
+  __device__ __forceinline__ void init(uint32_t reading_threads) {
+    for (int s = 0; s < kSlots; ++s) {
+      ptx::mbar_init(&full[s], 1);
+      ptx::mbar_init(&empty[s], reading_threads);
+    }
+  }
+  __device__ __forceinline__ static int slot(int n) { return n % kSlots; }
+  __device__ __forceinline__ static uint32_t parity(int n) { return static_cast<uint32_t>(n / kSlots) & 1u; }
+};
+
+// The producer's feed. Without a ring (null): the static order.
+class TilePoster {
+ public:
+  __device__ __forceinline__ TilePoster(TileRing* ring, int* counter) : ring_(ring), counter_(counter) {}
+
+  __device__ __forceinline__ int next() {
+    const int n = taken_++;
+    if (ring_ == nullptr) return static_cast<int>(blockIdx.x + n * gridDim.x);
+    const int t = n == 0 ? static_cast<int>(blockIdx.x) : static_cast<int>(gridDim.x) + reserved_;
+    ptx::mbar_wait(&ring_->empty[TileRing::slot(n)], TileRing::parity(n) ^ 1u);  // first pass: at once
+    *reinterpret_cast<volatile int*>(&ring_->index[TileRing::slot(n)]) = t;
+    ptx::mbar_arrive(&ring_->full[TileRing::slot(n)]);  // release: the index is visible to the readers
+    // The next index is taken now, one tile ahead, and after the (release) arrive: under full TMA
+    // load an atomic's round trip to the L2 takes microseconds, and a release waits for the
+    // thread's earlier memory operations (so the stages' arrivals are relaxed: sm90_ptx.cuh). The
+    // tiles in flight stay consecutive: each CTA takes its next index as it starts a tile, so the
+    // tiles computed at any time are about gridDim.x indices taken in a row.
+    reserved_ = atomicAdd(counter_, 1);
+    return t;
+  }
+
+ private:
+  TileRing* ring_;
+  int* counter_;
+  int taken_ = 0;
+  int reserved_ = -1;
+};
+
+// The math threads' feed. Without a ring (null): the static order.
+class TileReader {
+ public:
+  __device__ __forceinline__ explicit TileReader(TileRing* ring) : ring_(ring) {}
+
+  __device__ __forceinline__ int next() {
+    const int n = taken_++;
+    if (ring_ == nullptr) return static_cast<int>(blockIdx.x + n * gridDim.x);
+    ptx::mbar_wait(&ring_->full[TileRing::slot(n)], TileRing::parity(n));
+    const int t = *reinterpret_cast<volatile const int*>(&ring_->index[TileRing::slot(n)]);
+    ptx::mbar_arrive(&ring_->empty[TileRing::slot(n)]);  // release: the read is done before the slot is reused
+    return t;
+  }
+
+ private:
+  TileRing* ring_;
+  int taken_ = 0;
 };
 
 // Block coordinates of tile `index` of a num_banded x num_other grid walked band by band, `band`
@@ -73,11 +169,12 @@ __device__ __forceinline__ BandedPosition banded_position(int index, int band, i
 // so the ~num_SMs tiles in flight at any time touch only `band` row-blocks of one operand and about
 // num_SMs / band of the other, which stay L2 resident while they are reused.
 //
-// Tile t is processed by CTA t % gridDim.x in iteration t / gridDim.x. With clusters of 2 (gridDim
-// even), CTAs 2c and 2c+1 get tiles t and t^1: with an even band height these are adjacent tiles
-// along the banded axis that share the other operand's tile, which is loaded once and multicast:
-// B (same N-block) when M is banded, A (same M-block) when N is banded. If the last band has an
-// odd height it is split into an even band and a band of height 1 (no multicast there).
+// Dense GEMMs run the static order: tile t on CTA t % gridDim.x in iteration t / gridDim.x. With
+// clusters of 2 (gridDim even), CTAs 2c and 2c+1 get tiles t and t^1: with an even band height
+// these are adjacent tiles along the banded axis that share the other operand's tile, which is
+// loaded once and multicast: B (same N-block) when M is banded, A (same M-block) when N is banded.
+// If the last band has an odd height it is split into an even band and a band of height 1 (no
+// multicast there).
 struct DenseSchedulerParams {
   int m, n;
   int band;       // blocks per band (>= 1; even when clusters of 2 are used)
@@ -91,8 +188,6 @@ struct DenseScheduler {
   int num_m_blocks, num_n_blocks, num_tiles;
   int num_banded, num_other;  // blocks along the banded axis and along the other one
   int band;
-  int next_tile;     // tile index of this CTA's next iteration
-  int stride;        // gridDim.x
   bool paired;       // clusters of 2 (multicast-capable)
   Params p;
 
@@ -104,14 +199,12 @@ struct DenseScheduler {
     num_other = params.band_on_n ? num_m_blocks : num_n_blocks;
     band = params.band > 0 ? params.band : 1;
     paired = cluster_size == 2;
-    next_tile = static_cast<int>(blockIdx.x);
-    stride = static_cast<int>(gridDim.x);
   }
 
-  __device__ __forceinline__ bool next(TileInfo& t) {
-    const int tile = next_tile;
+  template <class Feed>
+  __device__ __forceinline__ bool next(TileInfo& t, Feed& feed) {
+    const int tile = feed.next();
     if (tile >= num_tiles) return false;
-    next_tile += stride;
 
     const int tiles_per_band = band * num_other;
     const int b = tile / tiles_per_band;
@@ -169,8 +262,9 @@ struct DenseScheduler {
 //
 // Tile order: groups one after the other; inside group g, cdiv(rows_g, BLOCK_M) x num_n_blocks
 // tiles in the dense scheduler's banded order (M fastest inside bands of `band` M-blocks). Empty
-// groups have no tiles. Tile t goes to CTA t % gridDim.x (the number of tiles is only known on the
-// device; CTAs past it get none). A CTA's tile indices increase, so each CTA (each thread running a
+// groups have no tiles. The tiles are handed out at run time (tile_counter set: TilePoster /
+// TileReader) or in the static order; the number of tiles is only known on the device, and an
+// index past it ends the CTA's work. A CTA's tile indices increase, so each CTA (each thread running a
 // scheduler) keeps a cursor (group, its first tile, its first row, its size) that only moves
 // forward: every group size is read once per thread over the whole kernel (O(G + tiles) per CTA,
 // O(1) amortised per tile). The sizes of the next 4 groups are prefetched into registers, so that
@@ -179,6 +273,7 @@ struct DenseScheduler {
 // No clusters: multicast is not supported for grouped layouts (peer_active = multicast_a = multicast_b = false).
 struct GroupedSchedulerParams {
   const int* sizes;      // device int32 [num_groups]: contiguous group sizes, or masked_m
+  int* tile_counter;     // device int32, 0 at launch: tiles handed out at run time; null: static order
   int num_groups;
   int m;                 // contiguous: total rows M; masked: Mmax (rows per group)
   int n;
@@ -190,10 +285,10 @@ struct GroupedSchedulerParams {
 template <int BLOCK_M, int BLOCK_N>
 struct GroupedScheduler {
   using Params = GroupedSchedulerParams;
+  static constexpr bool kRunTimeOrder = true;  // Params::tile_counter: tiles handed out at run time
 
   Params p;
   int num_n_blocks;
-  int next_tile, stride;
   // Cursor: the group that contains (or precedes) this CTA's next tile.
   int group;             // == p.num_groups: past the last group
   int group_first_tile;  // index of the group's first tile
@@ -204,8 +299,6 @@ struct GroupedScheduler {
 
   __device__ __forceinline__ GroupedScheduler(const Params& params, uint32_t /*cluster_size*/) : p(params) {
     num_n_blocks = (params.n + BLOCK_N - 1) / BLOCK_N;
-    next_tile = static_cast<int>(blockIdx.x);
-    stride = static_cast<int>(gridDim.x);
     group_first_tile = 0;
     const int first = load_size(0);
     ahead0 = load_size(1), ahead1 = load_size(2), ahead2 = load_size(3), ahead3 = load_size(4);
@@ -265,8 +358,9 @@ struct GroupedScheduler {
     enter(group + 1, p.masked ? group_row + p.m : group_row + group_rows, raw);
   }
 
-  __device__ __forceinline__ bool next(TileInfo& t) {
-    const int tile = next_tile;
+  template <class Feed>
+  __device__ __forceinline__ bool next(TileInfo& t, Feed& feed) {
+    const int tile = feed.next();
     // Advance the cursor to the group holding `tile`.
     while (true) {
       if (group >= p.num_groups) return false;
@@ -276,7 +370,6 @@ struct GroupedScheduler {
       group_first_tile += group_tiles;
       advance_group();
     }
-    next_tile += stride;
 
     const BandedPosition pos = banded_position(tile - group_first_tile, p.band, group_m_blocks, num_n_blocks);
     t.m_block = pos.banded;
@@ -308,7 +401,7 @@ struct GroupedScheduler {
 //
 // Every group has the same output tile grid num_m_blocks x num_n_blocks, so tile t belongs to group
 // t / tiles_per_group with no search; inside a group the dense scheduler's banded order (M fastest
-// in bands of `band` M-blocks). Tile t goes to CTA t % gridDim.x. The tile's token range needs the
+// in bands of `band` M-blocks), in the static order. The tile's token range needs the
 // prefix sum of the sizes: a CTA's tile indices increase, so each scheduler keeps a cursor (group,
 // its token range) that only moves forward, reading each group size once over the whole kernel.
 // Tiles of an empty group have an empty k-range: the kernel writes their zero output (out[g] is
@@ -332,14 +425,12 @@ struct KGroupedWgradScheduler {
   // State kept small (the math warpgroups hold it next to two accumulator arrays): the grid
   // quantities are recomputed from the params per tile (a few integer ops).
   Params p;
-  int next_tile;
   int group;      // cursor: the group whose tokens are [group_begin, group_end) (<= the next tile's group)
   int group_begin;
   int group_end;  // both <= T
 
   __device__ __forceinline__ KGroupedWgradScheduler(const Params& params, uint32_t /*cluster_size*/)
       : p(params) {
-    next_tile = static_cast<int>(blockIdx.x);
     group = 0;
     group_begin = 0;
     group_end = end_of(0, 0);
@@ -353,13 +444,13 @@ struct KGroupedWgradScheduler {
     return static_cast<int>(min(static_cast<long long>(begin) + size, static_cast<long long>(p.t)));
   }
 
-  __device__ __forceinline__ bool next(TileInfo& t) {
+  template <class Feed>
+  __device__ __forceinline__ bool next(TileInfo& t, Feed& feed) {
     const int num_m_blocks = (p.m + BLOCK_M - 1) / BLOCK_M;
     const int num_n_blocks = (p.n + BLOCK_N - 1) / BLOCK_N;
     const int tiles_per_group = num_m_blocks * num_n_blocks;
-    const int tile = next_tile;
+    const int tile = feed.next();
     if (tile >= tiles_per_group * p.num_groups) return false;  // the host checks this fits int32
-    next_tile += static_cast<int>(gridDim.x);
 
     const int g = tile / tiles_per_group;
     while (group < g) {
