@@ -317,7 +317,10 @@ def test_wgrad_kernels(rng, m, n, t, sizes):
 
 _COMMAND_BUFFER_SCRIPT = r'''
 import jax, jax.numpy as jnp, numpy as np
+import importlib
 import jax_fp8gemm as fg
+from jax_fp8gemm import _kernels, gemm_config
+grouped = importlib.import_module("jax_fp8gemm.grouped")
 
 def calc_diff(x, y):
     x, y = np.asarray(x, np.float64), np.asarray(y, np.float64)
@@ -330,22 +333,28 @@ b, b_s = fg.quantize_blockwise(jax.random.normal(jax.random.key(1), (g, n, k)))
 am, am_s = fg.quantize_rowwise(jax.random.normal(key, (g, 64, k)))
 w2, w2_s = fg.quantize_blockwise(jax.random.normal(jax.random.key(2), (128, n)))
 
+# The 256-row tile (bf16 out) takes its tiles from a counter the launch zeroes: on every replay.
+tile256 = gemm_config.GemmConfig(256, 128, 0, _kernels.num_sms(), 1)
+
 @jax.jit
 def step(sizes, masked_m):
     y = fg.grouped_gemm(a, a_s, b, b_s, sizes, out_dtype=jnp.float32)
+    y256 = grouped.grouped_gemm_kernel_call(a, a_s, b, b_s, sizes, tile256, jnp.bfloat16)
     z = fg.grouped_gemm_masked(am, am_s, b, b_s, masked_m, out_dtype=jnp.float32)
     x, x_s = fg.quantize_rowwise(y)
-    return y, z, fg.gemm(x, x_s, w2, w2_s, out_dtype=jnp.float32)
+    return y, y256, z, fg.gemm(x, x_s, w2, w2_s, out_dtype=jnp.float32)
 
 text = step.lower(jnp.zeros((g,), jnp.int32), jnp.zeros((g,), jnp.int32)).compile().as_text()
 print("COMMAND_BUFFER" if "command_buffer" in text else "NO_COMMAND_BUFFER")
 for sizes, mm in [([100, 0, 250, 62], [64, 0, 10, 99]), ([7, 300, 0, 205], [1, 64, 33, 0])]:
     sizes, mm = jnp.asarray(sizes, jnp.int32), jnp.asarray(mm, jnp.int32)
-    y, z, w = step(sizes, mm)
+    y, y256, z, w = step(sizes, mm)
     ry = fg.reference.grouped_gemm(a, a_s, b, b_s, sizes, jnp.float32)
     rz = fg.reference.grouped_gemm_masked(am, am_s, b, b_s, mm, jnp.float32)
     assert calc_diff(y, ry) <= 1e-5 and calc_diff(z, rz) <= 1e-5, (calc_diff(y, ry), calc_diff(z, rz))
+    assert calc_diff(y256.astype(jnp.float32), ry) <= 1e-5, calc_diff(y256.astype(jnp.float32), ry)
     assert np.all(np.asarray(y)[int(sizes.sum()):] == 0)
+    assert np.all(np.asarray(y256.astype(jnp.float32))[int(sizes.sum()):] == 0)
 
 # The fused activation quantizers run persistent, with more tiles than resident CTAs; their first
 # launch (which sizes the grid) happens while the command buffer is recorded.
