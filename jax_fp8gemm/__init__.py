@@ -16,13 +16,14 @@ from .gemm import gemm
 from .grouped import grouped_gemm, grouped_gemm_masked
 from .mlp import fp8_mlp
 from .quantize import (dequantize_blockwise, dequantize_rowwise, quantize_blockwise,
-                       quantize_blockwise_transpose, quantize_rowwise, quantize_rowwise_transpose,
-                       quantize_rowwise_transpose_act_grad)
+                       quantize_blockwise_transpose, quantize_blockwise_transposed, quantize_rowwise,
+                       quantize_rowwise_transpose, quantize_rowwise_transpose_act_grad)
 from .wgrad import gemm_wgrad, grouped_gemm_wgrad
 
 __all__ = [
     "quantize_rowwise", "quantize_blockwise", "dequantize_rowwise", "dequantize_blockwise",
-    "quantize_rowwise_transpose", "quantize_blockwise_transpose", "quantize_rowwise_transpose_act_grad",
+    "quantize_rowwise_transpose", "quantize_blockwise_transpose", "quantize_blockwise_transposed",
+    "quantize_rowwise_transpose_act_grad",
     "gemm", "grouped_gemm", "grouped_gemm_masked", "gemm_wgrad", "grouped_gemm_wgrad",
     "fp8_dot", "fp8_mlp", "dot_general", "ragged_dot", "reference", "extension_built",
     "kernels_enabled",

@@ -164,7 +164,7 @@ def quantize_transpose_layouts():
             assert spec_of(outs[0]) == spec_of(put(x, spec)), (spec, outs[0].sharding)
             assert spec_of(outs[2]) == (lead, c, r), (spec, outs[2].sharding)
             assert_hlo(f, put(x, spec))
-    f = jax.jit(fg.quantize.quantize_blockwise_transposed)  # the transposed half alone
+    f = jax.jit(fg.quantize_blockwise_transposed)  # the transposed half alone
     for spec in (P("x"), P(None, "x", "y"), P("y", None, "x")):
         outs = run(f, put(x, spec))
         for got, want in zip(outs, fg.quantize_blockwise_transpose(x)[2:]):

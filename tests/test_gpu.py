@@ -102,7 +102,7 @@ def test_quantize_transpose_kernel_bitwise(rng, dtype, shape, mode):
     fn, ref_fn = {
         "rowwise": (fg.quantize_rowwise_transpose, fg.reference.quantize_rowwise_transpose),
         "blockwise": (fg.quantize_blockwise_transpose, fg.reference.quantize_blockwise_transpose),
-        "blockwise transposed only": (fg.quantize.quantize_blockwise_transposed,
+        "blockwise transposed only": (fg.quantize_blockwise_transposed,
                                       lambda x: fg.reference.quantize_blockwise_transpose(x)[2:]),
     }[mode]
     poison_allocator(4 * x.size)

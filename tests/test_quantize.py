@@ -162,13 +162,13 @@ def test_quantize_blockwise_transposed_is_quantize_blockwise_of_the_transpose(rn
     """The transposed-only op (forward-only weights) gives exactly
     quantize_blockwise(w^T), batched too, and rejects bad input by its public name's op."""
     w = randn(rng, (2, 300, 200), jnp.bfloat16)
-    qt, st = jax.jit(fg.quantize.quantize_blockwise_transposed)(w)
+    qt, st = jax.jit(fg.quantize_blockwise_transposed)(w)
     want = fg.quantize_blockwise(jnp.swapaxes(w, 1, 2))
     assert qt.shape == (2, 200, 300) and st.shape == (2, 2, 3)
     for got, ref in zip((qt, st), want):
         np.testing.assert_array_equal(np.asarray(got, np.float32), np.asarray(ref, np.float32))
     with pytest.raises(TypeError, match="quantize_blockwise_transpose.*x.*int8"):
-        fg.quantize.quantize_blockwise_transposed(jnp.zeros((8, 8), jnp.int8))
+        fg.quantize_blockwise_transposed(jnp.zeros((8, 8), jnp.int8))
 
 
 @pytest.mark.parametrize("fn,arg,exc,words", [
