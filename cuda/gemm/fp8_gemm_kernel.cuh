@@ -178,6 +178,16 @@ inline int skip_empty_waves_default() {
   static const int value = env_switch("FP8GEMM_SKIP_WAVES");
   return value;
 }
+// A switch that is off unless the environment variable `name` starts with '1' (experiments not
+// yet measured).
+inline int env_flag(const char* name) {
+  const char* env = std::getenv(name);
+  return (env != nullptr && env[0] == '1') ? 1 : 0;
+}
+inline int overlap_slice_stores_default() {
+  static const int value = env_flag("FP8GEMM_OVERLAP_SLICE_STORES");
+  return value;
+}
 inline bool run_time_order_default() {
   static const bool value = env_switch("FP8GEMM_RUN_TIME_ORDER") != 0;
   return value;
@@ -194,6 +204,10 @@ struct GemmKernelArgs {
   // 1: a 256-row tile with at most 128 valid rows (a partial last tile) runs the first 64-row wave
   // of each math warpgroup only.
   int skip_empty_waves = skip_empty_waves_default();
+  // 1: a 256-row tile's second 64-row slice is staged while the TMA store of the first may still
+  // be reading shared memory (TmaStoreEpilogue::store, step 1). Not yet measured: off unless
+  // FP8GEMM_OVERLAP_SLICE_STORES=1 (RESULTS.md, session 17: the ~2 us per-tile fixed cost).
+  int overlap_slice_stores = overlap_slice_stores_default();
   // Floats per B-scale staging buffer: GemmTraits::kSfbStagedRows rows of round_up(num_k_blocks, 4);
   // the launch reserves 2 buffers per math warpgroup after the barriers. 0 with per-row B scales.
   int sfb_staged_floats = 0;
@@ -863,7 +877,9 @@ __global__ void __launch_bounds__(GemmTraits<BLOCK_M, BLOCK_N, Epilogue, kPerRow
 
       if (active) Epilogue::store(out, smem_d, &tmap_d, tile, wg, /*slice=*/wg, tid_in_wg, epi_params);
       if constexpr (kNumWaves > 1)
-        if (active1) Epilogue::store(out1, smem_d, &tmap_d, tile, wg, /*slice=*/2 + wg, tid_in_wg, epi_params);
+        if (active1)
+          Epilogue::store(out1, smem_d, &tmap_d, tile, wg, /*slice=*/2 + wg, tid_in_wg, epi_params,
+                          /*second_slice=*/args.overlap_slice_stores != 0);
       if constexpr (!kStageSfb) has_next = scheduler.next(next_tile, feed);
       tile = next_tile;
       has_tile = has_next;
