@@ -94,6 +94,11 @@ struct TmaStoreEpilogue {
                                                const CUtensorMap* tmap_d, const TileInfo& tile, int wg,
                                                int slice, int tid_in_wg, const Params& params,
                                                bool second_slice = false) {
+#ifdef FP8GEMM_EXPERIMENT_NO_STORES
+    // Harness-only experiment (compile with -DFP8GEMM_EXPERIMENT_NO_STORES): no output at all, to
+    // measure what the epilogue costs the tile loop (RESULTS.md, session 17). Never in the package.
+    return;
+#endif
     const uint32_t warp = static_cast<uint32_t>(tid_in_wg) / 32;
     const uint32_t lane = static_cast<uint32_t>(tid_in_wg) % 32;
     const uint32_t barrier_id = 1 + static_cast<uint32_t>(wg);
