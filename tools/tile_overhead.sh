@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The per-tile fixed cost of the dense 256x128 kernel (RESULTS.md, session 17): the harness on
-# shapes of few and many k-blocks, (1) as built, (2) with FP8GEMM_OVERLAP_SLICE_STORES=1, (3) from
-# objects compiled with -DFP8GEMM_EXPERIMENT_NO_STORES (no output: the epilogue's ceiling).
+# shapes of few and many k-blocks, (1) as built, (2) compiled with -DFP8GEMM_EXPERIMENT_OVERLAP_SLICE_STORES,
+# (3) compiled with -DFP8GEMM_EXPERIMENT_NO_STORES (no output: the epilogue's ceiling).
 # Alternated twice; logs to $OUT/tile_overhead.log. Run on a lent Hopper machine (~3 min).
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
@@ -21,6 +21,7 @@ build() {  # $1: output binary, $2...: extra nvcc flags
   "${NVCC[@]}" "$@" tools/gemm_standalone_test.cu "${objs[@]}" -o "$bin"
 }
 build /tmp/gemm_as_built || exit 1
+build /tmp/gemm_overlap -DFP8GEMM_EXPERIMENT_OVERLAP_SLICE_STORES || exit 1
 build /tmp/gemm_no_stores -DFP8GEMM_EXPERIMENT_NO_STORES || exit 1
 : > "$log"
 for round in 1 2; do
@@ -28,7 +29,7 @@ for round in 1 2; do
     args=(--bench-only --normal --tile=256x128 --multicast=1 --shape=$shape --runs=20)
     echo "== round $round $shape" >> "$log"
     { echo -n "as built:        "; /tmp/gemm_as_built "${args[@]}" | grep "^  bench" | tail -1; } >> "$log"
-    { echo -n "overlap slices:  "; FP8GEMM_OVERLAP_SLICE_STORES=1 /tmp/gemm_as_built "${args[@]}" | grep "^  bench" | tail -1; } >> "$log"
+    { echo -n "overlap slices:  "; /tmp/gemm_overlap "${args[@]}" | grep "^  bench" | tail -1; } >> "$log"
     { echo -n "no stores:       "; /tmp/gemm_no_stores "${args[@]}" | grep "^  bench" | tail -1; } >> "$log"
   done
 done

@@ -88,15 +88,19 @@ struct TmaStoreEpilogue {
     return ((row / (128 / kAtomBytes)) & (kAtomBytes / 16 - 1)) << 4;
   }
 
-  // second_slice: this is the warpgroup's second slice of the tile (2 + wg), stored right after
-  // its first, and the caller allows the first slice's TMA store to still be reading (step 1).
+  // Harness-only experiments, never defined in the package (RESULTS.md, session 17: the ~2 us
+  // per-tile fixed cost; tools/tile_overhead.sh): FP8GEMM_EXPERIMENT_NO_STORES, no output at all
+  // (the epilogue's share); FP8GEMM_EXPERIMENT_OVERLAP_SLICE_STORES, see step 1.
+#ifdef FP8GEMM_EXPERIMENT_OVERLAP_SLICE_STORES
+  static constexpr bool kOverlapSliceStores = true;
+#else
+  static constexpr bool kOverlapSliceStores = false;
+#endif
+
   __device__ __forceinline__ static void store(const float (&acc)[kNumAcc], uint8_t* smem_d,
                                                const CUtensorMap* tmap_d, const TileInfo& tile, int wg,
-                                               int slice, int tid_in_wg, const Params& params,
-                                               bool second_slice = false) {
+                                               int slice, int tid_in_wg, const Params& params) {
 #ifdef FP8GEMM_EXPERIMENT_NO_STORES
-    // Harness-only experiment (compile with -DFP8GEMM_EXPERIMENT_NO_STORES): no output at all, to
-    // measure what the epilogue costs the tile loop (RESULTS.md, session 17). Never in the package.
     return;
 #endif
     const uint32_t warp = static_cast<uint32_t>(tid_in_wg) / 32;
@@ -106,14 +110,13 @@ struct TmaStoreEpilogue {
     const uint32_t slice_offset = static_cast<uint32_t>(slice % kStagedSlices) * kBoxRows * kAtomBytes;
     const uint32_t slice_base = ptx::smem_u32(smem_d) + slice_offset;
 
-    // 1. The TMA stores that last read this slice's staging rows must have finished reading them
-    //    before we overwrite them (only the issuing thread can wait on its bulk groups; the barrier
-    //    publishes it). In general: all of this thread's stores. A second slice staged in rows of
-    //    its own (all four slices staged) can leave the newest store pending: that is the first
-    //    slice's, which reads other rows, and the first slice's step 1 waited for all older ones.
-    //    (An experiment, off by default: GemmKernelArgs::overlap_slice_stores.)
+    // 1. The previous tile's TMA stores must have finished reading shared memory before we
+    //    overwrite it (only the issuing thread can wait on its bulk groups; the barrier publishes it).
+    //    The experiment: a warpgroup's second slice (2 + wg, stored right after its first, whose
+    //    step 1 waited for all older stores), staged in rows of its own (all four slices staged),
+    //    leaves the newest store pending: the first slice's, which reads other rows.
     if (tid_in_wg == 0) {
-      if (second_slice && kStagedSlices == 4)
+      if (kOverlapSliceStores && slice >= 2 && kStagedSlices == 4)
         ptx::bulk_wait_group_read<1>();
       else
         ptx::bulk_wait_group_read<0>();

@@ -162,26 +162,20 @@ struct GemmTraits {
   static constexpr int smem_bytes(int num_stages) { return kSmemD + num_stages * kSmemPerStage; }
 };
 
-// Switches read once from the environment, for A/B measurements of one build: a value starting
-// with '0' turns one off, '1' on; unset (or anything else), it keeps its default.
-inline int env_switch(const char* name, int default_value = 1) {
+// A switch that is on unless the environment variable `name` starts with '0' (read once; for A/B
+// measurements of one build).
+inline int env_switch(const char* name) {
   const char* env = std::getenv(name);
-  if (env != nullptr && (env[0] == '0' || env[0] == '1')) return env[0] - '0';
-  return default_value;
+  return (env != nullptr && env[0] == '0') ? 0 : 1;
 }
-// On by default: deferred promotion (FP8GEMM_DEFERRED), the two-wave loop's skipping of empty
-// waves (FP8GEMM_SKIP_WAVES), the run-time tile order of the grouped kernels
-// (FP8GEMM_RUN_TIME_ORDER). Off, an experiment not yet measured: FP8GEMM_OVERLAP_SLICE_STORES.
+// Deferred promotion (FP8GEMM_DEFERRED), the two-wave loop's skipping of empty waves
+// (FP8GEMM_SKIP_WAVES) and the run-time tile order of the grouped kernels (FP8GEMM_RUN_TIME_ORDER).
 inline int deferred_promotion_default() {
   static const int value = env_switch("FP8GEMM_DEFERRED");
   return value;
 }
 inline int skip_empty_waves_default() {
   static const int value = env_switch("FP8GEMM_SKIP_WAVES");
-  return value;
-}
-inline int overlap_slice_stores_default() {
-  static const int value = env_switch("FP8GEMM_OVERLAP_SLICE_STORES", /*default_value=*/0);
   return value;
 }
 inline bool run_time_order_default() {
@@ -200,10 +194,6 @@ struct GemmKernelArgs {
   // 1: a 256-row tile with at most 128 valid rows (a partial last tile) runs the first 64-row wave
   // of each math warpgroup only.
   int skip_empty_waves = skip_empty_waves_default();
-  // 1: a 256-row tile's second 64-row slice is staged while the TMA store of the first may still
-  // be reading shared memory (TmaStoreEpilogue::store, step 1). Not yet measured: off unless
-  // FP8GEMM_OVERLAP_SLICE_STORES=1 (RESULTS.md, session 17: the ~2 us per-tile fixed cost).
-  int overlap_slice_stores = overlap_slice_stores_default();
   // Floats per B-scale staging buffer: GemmTraits::kSfbStagedRows rows of round_up(num_k_blocks, 4);
   // the launch reserves 2 buffers per math warpgroup after the barriers. 0 with per-row B scales.
   int sfb_staged_floats = 0;
@@ -873,9 +863,7 @@ __global__ void __launch_bounds__(GemmTraits<BLOCK_M, BLOCK_N, Epilogue, kPerRow
 
       if (active) Epilogue::store(out, smem_d, &tmap_d, tile, wg, /*slice=*/wg, tid_in_wg, epi_params);
       if constexpr (kNumWaves > 1)
-        if (active1)
-          Epilogue::store(out1, smem_d, &tmap_d, tile, wg, /*slice=*/2 + wg, tid_in_wg, epi_params,
-                          /*second_slice=*/args.overlap_slice_stores != 0);
+        if (active1) Epilogue::store(out1, smem_d, &tmap_d, tile, wg, /*slice=*/2 + wg, tid_in_wg, epi_params);
       if constexpr (!kStageSfb) has_next = scheduler.next(next_tile, feed);
       tile = next_tile;
       has_tile = has_next;
