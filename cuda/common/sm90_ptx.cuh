@@ -86,6 +86,18 @@ __device__ __forceinline__ uint32_t cluster_num_ctas() {
   return n;
 }
 
+// Flags between CTAs of one grid (stream-K partials): a GPU-scope release increment (the fence
+// orders the CTA's earlier writes, which a barrier before it gathered, as CUTLASS's barriers do)
+// and an acquire load to spin on.
+__device__ __forceinline__ void red_release_gpu(int* p, int v) {
+  asm volatile("fence.acq_rel.gpu;\nred.relaxed.gpu.global.add.s32 [%0], %1;\n" ::"l"(p), "r"(v) : "memory");
+}
+__device__ __forceinline__ int ld_acquire_gpu(const int* p) {
+  int v;
+  asm volatile("ld.acquire.gpu.global.b32 %0, [%1];\n" : "=r"(v) : "l"(p) : "memory");
+  return v;
+}
+
 // Full cluster-wide barrier executed by all threads of all CTAs of the cluster (release/acquire:
 // shared-memory writes before it are visible to the peer CTAs after it).
 __device__ __forceinline__ void cluster_sync() {
@@ -222,6 +234,22 @@ __device__ __forceinline__ void tma_store_2d(const CUtensorMap* map, const void*
                    reinterpret_cast<uint64_t>(map)),
                "r"(smem_u32(smem_src)), "r"(c0), "r"(c1)
                : "memory");
+}
+
+// The same with an L2 cache-eviction policy (a 64-bit policy from l2_policy_evict_first()).
+__device__ __forceinline__ void tma_store_2d_hint(const CUtensorMap* map, const void* smem_src, int32_t c0, int32_t c1,
+                                                  uint64_t policy) {
+  asm volatile("cp.async.bulk.tensor.2d.global.shared::cta.bulk_group.L2::cache_hint [%0, {%2, %3}], [%1], %4;\n" ::"l"(
+                   reinterpret_cast<uint64_t>(map)),
+               "r"(smem_u32(smem_src)), "r"(c0), "r"(c1), "l"(policy)
+               : "memory");
+}
+
+// An L2 policy that marks the lines an access brings in as the first to evict.
+__device__ __forceinline__ uint64_t l2_policy_evict_first() {
+  uint64_t policy;
+  asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;\n" : "=l"(policy));
+  return policy;
 }
 
 // Closes the current bulk async-group of this thread (all stores issued since the last commit).

@@ -88,13 +88,21 @@ struct TmaStoreEpilogue {
     return ((row / (128 / kAtomBytes)) & (kAtomBytes / 16 - 1)) << 4;
   }
 
-  // Harness-only experiments, never defined in the package (RESULTS.md, session 17: the ~2 us
-  // per-tile fixed cost; tools/tile_overhead.sh): FP8GEMM_EXPERIMENT_NO_STORES, no output at all
-  // (the epilogue's share); FP8GEMM_EXPERIMENT_OVERLAP_SLICE_STORES, see step 1.
-#ifdef FP8GEMM_EXPERIMENT_OVERLAP_SLICE_STORES
-  static constexpr bool kOverlapSliceStores = true;
+  // A warpgroup's second slice of a 256-row bf16 tile (2 + wg, stored right after its first, whose
+  // step 1 waited for all older stores) is staged in rows of its own, so it need not wait for the
+  // first slice's TMA store to read shared memory (measured, harness: +5.8% at K = 512, +1.5% at
+  // K = 2048, +1.1% at K = 7168; RESULTS.md, session 18).
+  static constexpr bool kOverlapSliceStores = kStagedSlices == 4;
+
+  // Harness-only experiments, never defined in the package (tools/tile_overhead.sh; RESULTS.md,
+  // sessions 17-18): FP8GEMM_EXPERIMENT_NO_STORES, no output at all (the epilogue's ceiling);
+  // FP8GEMM_EXPERIMENT_NO_TMA_STORE, everything but the TMA store (its share);
+  // FP8GEMM_EXPERIMENT_STORE_EVICT_FIRST, the TMA stores mark their L2 lines evict-first (does the
+  // output push A and B out of the L2?).
+#ifdef FP8GEMM_EXPERIMENT_STORE_EVICT_FIRST
+  static constexpr bool kEvictFirst = true;
 #else
-  static constexpr bool kOverlapSliceStores = false;
+  static constexpr bool kEvictFirst = false;
 #endif
 
   __device__ __forceinline__ static void store(const float (&acc)[kNumAcc], uint8_t* smem_d,
@@ -112,11 +120,10 @@ struct TmaStoreEpilogue {
 
     // 1. The previous tile's TMA stores must have finished reading shared memory before we
     //    overwrite it (only the issuing thread can wait on its bulk groups; the barrier publishes it).
-    //    The experiment: a warpgroup's second slice (2 + wg, stored right after its first, whose
-    //    step 1 waited for all older stores), staged in rows of its own (all four slices staged),
-    //    leaves the newest store pending: the first slice's, which reads other rows.
+    //    A second slice staged in rows of its own (kOverlapSliceStores) leaves the newest store
+    //    pending: its first slice's, which reads other rows.
     if (tid_in_wg == 0) {
-      if (kOverlapSliceStores && slice >= 2 && kStagedSlices == 4)
+      if (kOverlapSliceStores && slice >= 2)
         ptx::bulk_wait_group_read<1>();
       else
         ptx::bulk_wait_group_read<0>();
@@ -182,9 +189,15 @@ struct TmaStoreEpilogue {
 #pragma unroll
       for (int a = 0; a < kNumAtoms; ++a) {
         const int col = tile.col_start + a * kAtomCols;
-        if (col < tile.col_end)  // atoms entirely right of N: nothing to write
-          ptx::tma_store_2d(tmap_d, reinterpret_cast<const void*>(smem_d + a * kAtomStride + slice_offset), col,
-                            row);
+        const void* const src = smem_d + a * kAtomStride + slice_offset;
+#ifdef FP8GEMM_EXPERIMENT_NO_TMA_STORE
+        continue;
+#endif
+        if (col >= tile.col_end) continue;  // atoms entirely right of N: nothing to write
+        if constexpr (kEvictFirst)
+          ptx::tma_store_2d_hint(tmap_d, src, col, row, ptx::l2_policy_evict_first());
+        else
+          ptx::tma_store_2d(tmap_d, src, col, row);
       }
       ptx::bulk_commit_group();
     }
