@@ -52,12 +52,8 @@ def mn_major_scales(a_s: jax.Array) -> jax.Array:
 def gemm_kernel_call(a, a_s, b, b_s, config: gemm_config.GemmConfig, out_dtype=jnp.bfloat16):
     """The FFI call with an explicit configuration (the benchmark's config sweep uses this)."""
     out = jax.ShapeDtypeStruct((a.shape[0], b.shape[0]), out_dtype)
-    # Scratch for the stream-K tail (a temporary XLA buffer; one word when it is off).
-    words = gemm_config.stream_k_workspace_words(config.num_sms) if config.stream_k else 1
-    workspace = jax.ShapeDtypeStruct((words,), jnp.int32)
-    d, _ = jax.ffi.ffi_call("fp8gemm_gemm", (out, workspace))(
-        a, mn_major_scales(a_s), b, b_s, **config.attributes(), stream_k=config.stream_k)
-    return d
+    return jax.ffi.ffi_call("fp8gemm_gemm", out)(a, mn_major_scales(a_s), b, b_s,
+                                                 **config.attributes())
 
 
 def _kernel(a, a_s, b, b_s, *, out_dtype):

@@ -30,23 +30,9 @@ class GemmConfig:
     num_stages: int  # 0: as many as fit in shared memory
     num_sms: int
     multicast: int  # 1, or 2 = TMA multicast over a cluster of two CTAs
-    # Stream-K (cuda/gemm/stream_k.cuh; dense 256x128 only): 0 off; 1 the partial last wave's
-    # tiles are cut into as many k-chunks as the launch's model finds best (maybe none); S >= 2:
-    # S chunks (tests).
-    stream_k: int = 0
 
     def attributes(self) -> dict[str, int]:
-        """The FFI attributes of every GEMM handler (the dense one also takes stream_k)."""
-        attrs = dataclasses.asdict(self)
-        del attrs["stream_k"]
-        return attrs
-
-
-def stream_k_workspace_words(num_sms: int) -> int:
-    """int32 words of scratch the stream-K tail needs on a grid of num_sms CTAs: 2 flags per CTA
-    (in whole KB) and 128 KB of FP32 partials per CTA (stream_k::workspace_bytes, stream_k.cuh)."""
-    flag_bytes = cdiv(num_sms * 8, 1024) * 1024
-    return (flag_bytes + num_sms * 2 * 2 * 64 * 128 * 4) // 4
+        return dataclasses.asdict(self)
 
 
 def deferred_promotion(block_m: int, block_n: int) -> bool:
@@ -106,12 +92,7 @@ def pick(m: int, n: int, k: int, out_dtype, num_sms: int) -> GemmConfig:
 
     # Multicast (two CTAs on neighbouring tiles sharing one A or B load) measured no faster than
     # without on the H100 (benchmarks/RESULTS.md, 2026-11-22): off until it pays.
-    config = _cheapest(candidates(), num_sms)
-    if config.block_m == 256 and cdiv(m, 256) * cdiv(n, config.block_n) % num_sms:
-        # A partial last wave: the launch decides whether and how to split it (stream_k_chunks in
-        # cuda/gemm/fp8_gemm.cu; the workspace is reserved either way).
-        config = dataclasses.replace(config, stream_k=1)
-    return config
+    return _cheapest(candidates(), num_sms)
 
 
 # (block_m, block_n) pairs compiled for the grouped kernels: kCompiledGroupedTiles in

@@ -12,8 +12,6 @@
 //   --no-bench    correctness only;  --bench-only: timing only (still checks the timed outputs)
 //   --tile=BMxBN  only this tile shape
 //   --out=f32     time the f32-output kernels (default bf16)
-//   --no-stream-k without the 256x128 tile's stream-K variants (GemmConfig::stream_k)
-//   --sk-chunks=3,5  also time the 256x128 tile with these forced stream-K chunk counts
 //   --normal      operands drawn from a standard normal instead of uniform [-1, 1) (the tensor
 //                 cores' power, and so the clock of a power-bound kernel, depends on the data)
 //
@@ -122,23 +120,15 @@ struct DeviceData {
   float *sfa = nullptr, *sfb = nullptr;
   void *d = nullptr, *d2 = nullptr;  // output and the determinism re-run
   size_t d_bytes = 0;
-  void* workspace = nullptr;  // stream-K scratch for a grid of up to all SMs, poisoned once
-  size_t workspace_bytes = 0;
   void upload(const HostData& h) {
     a = device_copy(h.a), b = device_copy(h.b), sfa = device_copy(h.sfa), sfb = device_copy(h.sfb);
     d_bytes = static_cast<size_t>(h.m) * h.n * 4;  // large enough for f32
     CUDA_CHECK(cudaMalloc(&d, d_bytes));
     CUDA_CHECK(cudaMalloc(&d2, d_bytes));
-    int dev = 0, sms = 0;
-    CUDA_CHECK(cudaGetDevice(&dev));
-    CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
-    workspace_bytes = fp8gemm::stream_k_workspace_bytes(sms);
-    CUDA_CHECK(cudaMalloc(&workspace, workspace_bytes));
-    CUDA_CHECK(cudaMemset(workspace, 0xFF, workspace_bytes));  // the launch must zero the flags itself
   }
   void release() {
-    cudaFree(a), cudaFree(b), cudaFree(sfa), cudaFree(sfb), cudaFree(d), cudaFree(d2), cudaFree(workspace);
-    a = b = nullptr, sfa = sfb = nullptr, d = d2 = nullptr, workspace = nullptr;
+    cudaFree(a), cudaFree(b), cudaFree(sfa), cudaFree(sfb), cudaFree(d), cudaFree(d2);
+    a = b = nullptr, sfa = sfb = nullptr, d = d2 = nullptr;
   }
 };
 
@@ -238,8 +228,6 @@ struct Options {
   OutDtype bench_out = OutDtype::kBF16;  // --out=f32: time f32 output instead of bf16
   uint64_t seed = 1234;
   int runs = 25;
-  bool stream_k = true;  // --no-stream-k: leave out the stream-K variants of the 256x128 tile
-  std::vector<int> sk_chunks;  // --sk-chunks=3,5: also time these forced chunk counts
 };
 
 // (multicast, multicast_a): none, pairs sharing B, pairs sharing A.
@@ -262,15 +250,6 @@ std::vector<Variant> correctness_variants(const Options& o) {
         // Shallow ring + few CTAs: many tiles per CTA, stage/phase wrap at odd positions.
         const int shallow = std::min(3, fp8gemm::max_stages(t.block_m, t.block_n, out));  // 256x128 f32: 2
         v.push_back({GemmConfig{t.block_m, t.block_n, shallow, mc == 2 ? 6 : 5, mc, mc_a}, out});
-        if (t.block_m == 256 && mc == 1 && o.stream_k) {
-          // Stream-K tail, the chunks forced: all SMs, and 5 or 7 CTAs (many whole waves, then
-          // a tail whose chunks wrap the stage ring at odd places; 16 = one per k-block at K<2048).
-          for (auto [sms, chunks] : {std::pair{0, 3}, std::pair{5, 4}, std::pair{7, 16}}) {
-            GemmConfig c{t.block_m, t.block_n, sms == 0 ? 0 : shallow, sms, mc, mc_a};
-            c.stream_k = chunks;
-            v.push_back({c, out});
-          }
-        }
       }
     }
   }
@@ -282,18 +261,8 @@ std::vector<Variant> bench_variants(const Options& o) {
   for (const auto& t : fp8gemm::kCompiledTiles) {
     if (o.tile_m && (t.block_m != o.tile_m || t.block_n != o.tile_n)) continue;
     for (const auto& [mc, mc_a] : kMulticastModes)
-      if (multicast_selected(o, mc, mc_a) && fp8gemm::is_compiled(GemmConfig{t.block_m, t.block_n, 0, 0, mc, mc_a}, o.bench_out)) {
+      if (multicast_selected(o, mc, mc_a) && fp8gemm::is_compiled(GemmConfig{t.block_m, t.block_n, 0, 0, mc, mc_a}, o.bench_out))
         v.push_back({GemmConfig{t.block_m, t.block_n, 0, 0, mc, mc_a}, o.bench_out});
-        if (t.block_m == 256 && mc == 1 && o.stream_k) {
-          std::vector<int> modes{1};
-          modes.insert(modes.end(), o.sk_chunks.begin(), o.sk_chunks.end());
-          for (int chunks : modes) {
-            GemmConfig c{t.block_m, t.block_n, 0, 0, mc, mc_a};
-            c.stream_k = chunks;
-            v.push_back({c, o.bench_out});
-          }
-        }
-      }
   }
   return v;
 }
@@ -302,7 +271,6 @@ GemmProblem make_problem(const HostData& h, const DeviceData& dd, void* d, OutDt
   GemmProblem p;
   p.a = dd.a, p.b = dd.b, p.sfa = dd.sfa, p.sfa_ld = h.sfa_ld, p.sfb = dd.sfb, p.d = d;
   p.out_dtype = out, p.m = h.m, p.n = h.n, p.k = h.k;
-  p.workspace = dd.workspace, p.workspace_bytes = dd.workspace_bytes;
   return p;
 }
 
@@ -449,14 +417,6 @@ int main(int argc, char** argv) {
     else if (a == "--bench-only") o.check = false;
     else if (a == "--out=f32") o.bench_out = OutDtype::kF32;
     else if (a == "--normal") g_normal_data = true;
-    else if (a == "--no-stream-k") o.stream_k = false;
-    else if (a.rfind("--sk-chunks=", 0) == 0) {
-      for (size_t pos = 12; pos < a.size();) {
-        const size_t comma = a.find(',', pos);
-        o.sk_chunks.push_back(std::atoi(a.substr(pos, comma - pos).c_str()));
-        pos = comma == std::string::npos ? a.size() : comma + 1;
-      }
-    }
     else if (a.rfind("--shape=", 0) == 0) std::sscanf(a.c_str() + 8, "%dx%dx%d", &o.shape_m, &o.shape_n, &o.shape_k);
     else if (a.rfind("--tile=", 0) == 0) std::sscanf(a.c_str() + 7, "%dx%d", &o.tile_m, &o.tile_n);
     else if (a.rfind("--multicast=", 0) == 0) o.multicast = a.substr(12);
@@ -475,9 +435,7 @@ int main(int argc, char** argv) {
   if (o.small) {
     // Few, tiny shapes (every variant runs on each): edges in M, N (incl. straddling B-scale
     // blocks: N=272 = 2 x 128 + 16) and K (1552 = 12 x 128 + 16).
-    // 300x384 has 6 256x128 tiles: with 5 CTAs a stream-K tail of one tile in 5 pieces.
-    shapes = {{1, 8, 512, false}, {7, 160, 1552, false}, {63, 272, 512, false}, {129, 272, 1552, false},
-              {300, 384, 1552, false}};
+    shapes = {{1, 8, 512, false}, {7, 160, 1552, false}, {63, 272, 512, false}, {129, 272, 1552, false}};
   } else if (o.quick) {
     for (int m : {1, 63, 129, 4095})
       for (int n : {8, 160, 2112, 7168})

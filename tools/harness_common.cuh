@@ -126,9 +126,8 @@ struct Variant {
     if (show_multicast) std::snprintf(mc, sizeof(mc), "mc%d%s ", cfg.multicast,
                                       cfg.multicast == 1 ? "" : (cfg.multicast_a ? "A" : "B"));
     char buf[96];
-    std::snprintf(buf, sizeof(buf), "%dx%d %s %sst%d sm%d%s", cfg.block_m, cfg.block_n,
-                  out == fp8gemm::OutDtype::kBF16 ? "bf16" : "f32", mc, cfg.num_stages, cfg.num_sms,
-                  cfg.stream_k == 0 ? "" : cfg.stream_k == 1 ? " sk" : (" sk" + std::to_string(cfg.stream_k)).c_str());
+    std::snprintf(buf, sizeof(buf), "%dx%d %s %sst%d sm%d", cfg.block_m, cfg.block_n,
+                  out == fp8gemm::OutDtype::kBF16 ? "bf16" : "f32", mc, cfg.num_stages, cfg.num_sms);
     return buf;
   }
 };

@@ -86,18 +86,6 @@ __device__ __forceinline__ uint32_t cluster_num_ctas() {
   return n;
 }
 
-// Flags between CTAs of one grid (stream-K partials): a GPU-scope release increment (the fence
-// orders the CTA's earlier writes, which a barrier before it gathered, as CUTLASS's barriers do)
-// and an acquire load to spin on.
-__device__ __forceinline__ void red_release_gpu(int* p, int v) {
-  asm volatile("fence.acq_rel.gpu;\nred.relaxed.gpu.global.add.s32 [%0], %1;\n" ::"l"(p), "r"(v) : "memory");
-}
-__device__ __forceinline__ int ld_acquire_gpu(const int* p) {
-  int v;
-  asm volatile("ld.acquire.gpu.global.b32 %0, [%1];\n" : "=r"(v) : "l"(p) : "memory");
-  return v;
-}
-
 // Full cluster-wide barrier executed by all threads of all CTAs of the cluster (release/acquire:
 // shared-memory writes before it are visible to the peer CTAs after it).
 __device__ __forceinline__ void cluster_sync() {

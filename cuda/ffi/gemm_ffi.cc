@@ -1,8 +1,6 @@
 // XLA FFI handler of the dense FP8 GEMM: d[M,N] = (a * sfa) @ (b * sfb)^T.
 // The Python side picks the configuration (jax_fp8gemm/gemm.py) and passes it as attributes, and
 // hands over A's scales already MN-major ([cdiv(K,128), align(M,4)]) so TMA can load them.
-// The second result is scratch for the stream-K tail (GemmProblem::workspace; int32 [1] when the
-// configuration does not use it).
 #include "ffi/ffi_common.h"
 #include "gemm/fp8_gemm.h"
 
@@ -15,8 +13,8 @@ using ffi_util::invalid;
 
 ffi::Error Fp8Gemm(cudaStream_t stream, ffi::AnyBuffer a, ffi::Buffer<ffi::F32> sfa,
                    ffi::AnyBuffer b, ffi::Buffer<ffi::F32> sfb, ffi::Result<ffi::AnyBuffer> d,
-                   ffi::Result<ffi::Buffer<ffi::S32>> workspace, int64_t block_m, int64_t block_n,
-                   int64_t num_stages, int64_t num_sms, int64_t multicast, int64_t stream_k) {
+                   int64_t block_m, int64_t block_n, int64_t num_stages, int64_t num_sms,
+                   int64_t multicast) {
   const std::string op = "gemm";
   if (auto err = ffi_util::check_fp8_operands(op, a, b); err.failure()) return err;
   const auto ad = a.dimensions(), bd = b.dimensions(), dd = d->dimensions();
@@ -35,21 +33,16 @@ ffi::Error Fp8Gemm(cudaStream_t stream, ffi::AnyBuffer a, ffi::Buffer<ffi::F32> 
 
   GemmProblem problem{a.untyped_data(), b.untyped_data(), sfa.typed_data(), int(sad[1]),
                       sfb.typed_data(), d->untyped_data(), out, int(m), int(n), int(k)};
-  problem.workspace = workspace->untyped_data();
-  problem.workspace_bytes = workspace->size_bytes();
-  GemmConfig config = ffi_util::gemm_config(block_m, block_n, num_stages, num_sms, multicast);
-  config.stream_k = int(stream_k);
-  return ffi_util::cuda_error(launch_fp8_gemm(problem, config, stream), "gemm launch");
+  return ffi_util::cuda_error(
+      launch_fp8_gemm(problem, ffi_util::gemm_config(block_m, block_n, num_stages, num_sms, multicast), stream),
+      "gemm launch");
 }
 
 }  // namespace
 
 XLA_FFI_DEFINE_HANDLER_SYMBOL(kFp8Gemm, Fp8Gemm,
-                              ffi_util::bind_tile_attrs(ffi_util::bind_gemm_operands()
-                                                            .Ret<ffi::AnyBuffer>()
-                                                            .Ret<ffi::Buffer<ffi::S32>>())
-                                  .Attr<int64_t>("multicast")
-                                  .Attr<int64_t>("stream_k"),
+                              ffi_util::bind_tile_attrs(ffi_util::bind_gemm_operands().Ret<ffi::AnyBuffer>())
+                                  .Attr<int64_t>("multicast"),
                               {ffi::Traits::kCmdBufferCompatible});
 
 }  // namespace fp8gemm

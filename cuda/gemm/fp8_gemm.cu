@@ -187,24 +187,6 @@ cudaError_t max_active_clusters_of_2(int entry, int dev, int smem_bytes, int* ou
   return cudaSuccess;
 }
 
-// Stream-K (stream_k.cuh): into how many chunks of k-blocks to cut each of the `tail_tiles` tiles
-// of a partial last wave on `grid` CTAs; 1 = none (the tail runs whole tiles). The model: the
-// tail's chunks run in ceil(tail_tiles * S / grid) sub-waves, each as long as a chunk's k-blocks
-// plus kFixupKBlocks for handing the FP32 sum on (a 128 KB store and load per chunk).
-constexpr int kStreamKFixupKBlocks = 2;
-constexpr int kStreamKMaxChunks = 16;
-int stream_k_chunks(long long tail_tiles, int grid, int k_blocks) {
-  if (tail_tiles <= 0 || tail_tiles >= grid || k_blocks > INT_MAX / kStreamKMaxChunks) return 1;
-  int best = 1;
-  long long best_cost = k_blocks;  // one wave of whole tiles
-  for (int s = 2; s <= std::min(k_blocks, kStreamKMaxChunks); ++s) {
-    const long long sub_waves = (tail_tiles * s + grid - 1) / grid;
-    const long long cost = sub_waves * ((k_blocks + s - 1) / s + kStreamKFixupKBlocks);
-    if (cost < best_cost) best_cost = cost, best = s;
-  }
-  return best;
-}
-
 // Blocks per band of the L2-friendly tile order: about `grid` tiles are in flight, covering `band`
 // row-blocks of the banded operand (rows of banded_block each) and grid / band of the other
 // (other_block rows each); pick the band that minimises that footprint.
@@ -356,11 +338,9 @@ bool is_compiled(const GemmConfig& cfg, OutDtype out) {
   if (!offered(cfg, out)) return false;
   if (cfg.multicast != 1 && cfg.multicast != 2) return false;
   if (cfg.multicast_a != 0 && (cfg.multicast_a != 1 || cfg.multicast != 2)) return false;
-  if (cfg.num_stages < 0 || cfg.num_sms < 0 || cfg.stream_k < 0) return false;
+  if (cfg.num_stages < 0 || cfg.num_sms < 0) return false;
   return find_entry(cfg.block_m, cfg.block_n, out) >= 0;
 }
-
-size_t stream_k_workspace_bytes(int num_ctas) { return num_ctas > 0 ? stream_k::workspace_bytes(num_ctas) : 0; }
 
 int max_stages(int block_m, int block_n, OutDtype out) {
   const int idx = find_entry(block_m, block_n, out);
@@ -425,22 +405,6 @@ cudaError_t launch_fp8_gemm(const GemmProblem& p, const GemmConfig& cfg, cudaStr
   DenseSchedulerParams sched;
   sched.m = p.m;
   sched.n = p.n;
-  sched.k_blocks = num_k_blocks;
-  // Stream-K on a partial last wave (the 256-row tile without clusters; the kernel's scheduler
-  // supports it there only): the whole waves first, then the tail split over all CTAs.
-  const long long whole_waves_tiles = num_tiles / grid * grid;
-  // cfg.stream_k: 1 = as the model says, S >= 2 = S chunks (tests, measurements).
-  const int chunks = cfg.stream_k == 1 ? stream_k_chunks(num_tiles - whole_waves_tiles, grid, num_k_blocks)
-                                       : std::min({cfg.stream_k, num_k_blocks, kStreamKMaxChunks});
-  if (cfg.stream_k != 0 && e.block_m == 256 && cluster == 1 && whole_waves_tiles < num_tiles && chunks > 1 &&
-      num_k_blocks <= INT_MAX / kStreamKMaxChunks && p.workspace != nullptr &&
-      p.workspace_bytes >= stream_k_workspace_bytes(grid) && aligned(p.workspace, 16)) {
-    sched.sk_first_tile = static_cast<int>(whole_waves_tiles);
-    sched.sk_chunks = chunks;
-    sched.sk_workspace = p.workspace;
-    err = cudaMemsetAsync(p.workspace, 0, stream_k::flag_bytes(grid), stream);
-    if (err != cudaSuccess) return err;
-  }
   // Pairs sharing A walk bands of N-blocks (neighbouring N tiles share the M-block), the others
   // bands of M-blocks.
   sched.band_on_n = cluster == 2 && cfg.multicast_a != 0;

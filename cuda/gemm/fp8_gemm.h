@@ -3,8 +3,7 @@
 //   D[m, n] = sum_kb SFA[m, kb] * SFB[n / 128, kb] * (A[m, kb*128 : kb*128+128] . B[n, same])
 //
 // A e4m3 [M, K] and B e4m3 [N, K] both K-major ("NT"), FP32 accumulation (promoted every 128 K),
-// D bf16 or f32 [M, N] row-major. Deterministic: no atomics on data; the stream-K tail (below)
-// splits tiles in a fixed way and adds the pieces in a fixed order.
+// D bf16 or f32 [M, N] row-major. Deterministic (no atomics, no split-K).
 #pragma once
 #include <cuda_runtime.h>
 
@@ -21,10 +20,6 @@ struct GemmProblem {
   void* d;            // [M, N] row-major, OutDtype
   OutDtype out_dtype;
   int m, n, k;
-  // Scratch for the stream-K tail (GemmConfig::stream_k): stream_k_workspace_bytes(grid) bytes,
-  // 16-byte aligned, contents ignored (the launch zeroes what it needs, on `stream`).
-  void* workspace = nullptr;
-  size_t workspace_bytes = 0;
 };
 
 struct GemmConfig {
@@ -36,17 +31,7 @@ struct GemmConfig {
   // With multicast 2, which operand the CTA pair shares: 0 = B (the pair works on neighbouring
   // M-blocks of one N-block), 1 = A (neighbouring N-blocks of one M-block; A's scales come along).
   int multicast_a = 0;
-  // Stream-K (cuda/gemm/stream_k.cuh): the 256x128 tile (multicast 1) cuts each tile of a partial
-  // last wave into chunks of k-blocks that run as units of their own, when GemmProblem::workspace
-  // is large enough. 0: off; 1: as many chunks as the launch's model finds best (maybe none);
-  // S >= 2: S chunks (at most 16 and the k-blocks; tests). The whole waves run whole tiles as
-  // always. Ignored by the other tiles and where every wave is full.
-  int stream_k = 0;
 };
-
-// Workspace bytes the stream-K tail needs on a grid of `num_ctas` CTAs (the device's SM count for
-// a persistent launch): 128 KB per CTA plus its flags.
-size_t stream_k_workspace_bytes(int num_ctas);
 
 // ------------------------------------------------------------------------------------------------
 // Compiled configurations (mirror this list on the Python side).

@@ -45,7 +45,6 @@
 #include "gemm/epilogue.cuh"
 #include "gemm/fp8_gemm.h"
 #include "gemm/scheduler.cuh"
-#include "gemm/stream_k.cuh"
 
 namespace fp8gemm {
 
@@ -285,14 +284,6 @@ template <class Scheduler>
 struct ZeroesUnwrittenRows<Scheduler, std::void_t<decltype(Scheduler::kZeroesUnwrittenRows)>>
     : std::integral_constant<bool, Scheduler::kZeroesUnwrittenRows> {};
 
-// Whether the scheduler splits the partial last wave's tiles in k-block ranges (stream-K: the dense
-// 256-row tile; scheduler.cuh, stream_k.cuh).
-template <class Scheduler, class = void>
-struct StreamK : std::false_type {};
-template <class Scheduler>
-struct StreamK<Scheduler, std::void_t<decltype(Scheduler::kStreamK)>>
-    : std::integral_constant<bool, Scheduler::kStreamK> {};
-
 // Whether the scheduler's tiles may be handed out at run time (scheduler.cuh: Params::tile_counter;
 // the grouped layouts): the producer then posts the indices into a TileRing for the math threads.
 template <class Scheduler, class = void>
@@ -322,8 +313,6 @@ __global__ void __launch_bounds__(GemmTraits<BLOCK_M, BLOCK_N, Epilogue, kPerRow
                          const __grid_constant__ CUtensorMap tmap_sfb) {
 #if defined(__CUDA_ARCH__) && (__CUDA_ARCH__ >= 900) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
   constexpr bool kTileKRange = detail::HasTileKRange<Scheduler>::value;
-  // Stream-K tail (forward GEMMs only; the wgrad kernels run whole tiles): units with k-ranges.
-  constexpr bool kStreamK = detail::StreamK<Scheduler>::value && !kPerRowScaleB;
   using Traits = GemmTraits<BLOCK_M, BLOCK_N, Epilogue, kPerRowScaleB, kTileKRange>;
   using Wgmma = ptx::WgmmaFp8<BLOCK_N>;
   constexpr int kNumAcc = Traits::kNumAcc;
@@ -416,7 +405,7 @@ __global__ void __launch_bounds__(GemmTraits<BLOCK_M, BLOCK_N, Epilogue, kPerRow
       uint32_t stage = 0, phase = 0;
       while (scheduler.next(tile, feed)) {
         int kb_begin = 0, kb_end = num_k_blocks;
-        if constexpr (kTileKRange || kStreamK) kb_begin = tile.kb_begin, kb_end = tile.kb_end;
+        if constexpr (kTileKRange) kb_begin = tile.kb_begin, kb_end = tile.kb_end;
         // Boxes of A (and of its scales) per stage: one per wave the tile runs (kLoadPerWave).
         const int wave_loads = detail::one_wave_tile<Traits::kNumWaves>(tile, args) ? 1 : Traits::kWaveLoads;
         // The bytes of a stage (also those multicast in by the peer CTA; TMA always delivers full
@@ -658,10 +647,9 @@ __global__ void __launch_bounds__(GemmTraits<BLOCK_M, BLOCK_N, Epilogue, kPerRow
       release_rank = tile.peer_active ? lane : cta_rank;
 
       // This tile's k-blocks: [kb_begin, kb_begin + tile_k_blocks) (all of K unless the scheduler
-      // gives tiles their own range -- k-grouped, where it may be empty and the tile's output is
-      // then zero, or a stream-K piece).
+      // gives tiles their own range; such a range may be empty: the tile's output is then zero).
       int kb_begin = 0, tile_k_blocks = num_k_blocks;
-      if constexpr (kTileKRange || kStreamK) kb_begin = tile.kb_begin, tile_k_blocks = tile.kb_end - tile.kb_begin;
+      if constexpr (kTileKRange) kb_begin = tile.kb_begin, tile_k_blocks = tile.kb_end - tile.kb_begin;
 
       // B scales of this tile: block b0 covers tile columns [0, 8 * split), block b1 the rest.
       const int split = min(BLOCK_N, (tile.col_start / 128 + 1) * 128 - tile.col_start) / 8;
@@ -804,7 +792,7 @@ __global__ void __launch_bounds__(GemmTraits<BLOCK_M, BLOCK_N, Epilogue, kPerRow
 #pragma unroll kTwoWaveUnroll<Epilogue::kElemBytes>
           for (int kb = 0; kb < tile_k_blocks; ++kb) {
             float sfb, unused;
-            tile_sfb(kb_begin + kb, sfb, unused);
+            tile_sfb(kb, sfb, unused);
             ptx::mbar_wait(&full_bar[stage], phase);
 #pragma unroll
             for (int wave = 0; wave < kWaves; ++wave) {
@@ -873,24 +861,9 @@ __global__ void __launch_bounds__(GemmTraits<BLOCK_M, BLOCK_N, Epilogue, kPerRow
         if (has_next) prefetch_sfb(next_tile);
       }
 
-      // Stream-K: a chunk of a tail tile adds the sum of the chunks before it, and all but the
-      // last hand the running sum on instead of storing (stream_k.cuh). A warpgroup without rows
-      // in the tile has none in any chunk of it: it takes no part.
-      bool store_tile = true;
-      if constexpr (kStreamK) {
-        const uint32_t barrier_id = 1 + static_cast<uint32_t>(wg);  // the epilogue's (not running now)
-        void* const workspace = sched_params.sk_workspace;
-        if (active && tile.sk_chunk > 0)
-          stream_k::add_earlier_chunks(workspace, tile.sk_slot, tile.sk_chunk, wg, tid_in_wg, barrier_id, out, out1);
-        if (tile.kb_end < num_k_blocks) {
-          if (active) stream_k::publish(workspace, tile.sk_slot, wg, tid_in_wg, barrier_id, out, out1);
-          store_tile = false;
-        }
-      }
-      if (active && store_tile) Epilogue::store(out, smem_d, &tmap_d, tile, wg, /*slice=*/wg, tid_in_wg, epi_params);
+      if (active) Epilogue::store(out, smem_d, &tmap_d, tile, wg, /*slice=*/wg, tid_in_wg, epi_params);
       if constexpr (kNumWaves > 1)
-        if (active1 && store_tile)
-          Epilogue::store(out1, smem_d, &tmap_d, tile, wg, /*slice=*/2 + wg, tid_in_wg, epi_params);
+        if (active1) Epilogue::store(out1, smem_d, &tmap_d, tile, wg, /*slice=*/2 + wg, tid_in_wg, epi_params);
       if constexpr (!kStageSfb) has_next = scheduler.next(next_tile, feed);
       tile = next_tile;
       has_tile = has_next;

@@ -50,10 +50,6 @@ struct TileInfo {
   int kb_end;      // kTileKRange (k-grouped); may be empty (the tile's output is then zero)
   int tok_begin;   // kTileKRange: the tile's tokens (K indices) [tok_begin, tok_end); the k-blocks at
   int tok_end;     // either end may hold other tokens, which the producer's masking warps zero
-  // Stream-K (kStreamK schedulers, stream_k.cuh): a tail tile's chunk `sk_chunk` and the tile's
-  // workspace slot. Whole tiles: chunk 0 over all k-blocks.
-  int sk_chunk;
-  int sk_slot;
 };
 
 // ------------------------------------------------------------------------------------------------
@@ -179,25 +175,15 @@ __device__ __forceinline__ BandedPosition banded_position(int index, int band, i
 // loaded once and multicast: B (same N-block) when M is banded, A (same M-block) when N is banded.
 // If the last band has an odd height it is split into an even band and a band of height 1 (no
 // multicast there).
-//
-// Stream-K tail (256-row tiles, no clusters; stream_k.cuh): tiles [sk_first_tile, num_tiles) -- the
-// partial last wave, sk_first_tile a multiple of gridDim.x -- are cut into sk_chunks chunks of
-// k-blocks each; index sk_first_tile + u names chunk u / tail_tiles of tail tile u % tail_tiles.
 struct DenseSchedulerParams {
   int m, n;
   int band;       // blocks per band (>= 1; even when clusters of 2 are used)
   int band_on_n = 0;  // 0: bands of M-blocks (pairs share B); 1: bands of N-blocks (pairs share A)
-  int sk_first_tile = 0x7fffffff;  // first stream-K tile (past every tile index: off)
-  int k_blocks = 0;                // k-blocks per tile (stream-K only)
-  int sk_chunks = 1;               // chunks per tail tile (<= k_blocks; sk_chunks * k_blocks < 2^31)
-  void* sk_workspace = nullptr;    // stream_k.cuh's workspace (stream-K only)
 };
 
 template <int BLOCK_M, int BLOCK_N>
 struct DenseScheduler {
   using Params = DenseSchedulerParams;  // not templated: one host-side launch signature for all tiles
-  // Tiles carry k-block ranges and stream-K roles (the 256-row tile; the others run whole tiles).
-  static constexpr bool kStreamK = BLOCK_M == 256;
 
   int num_m_blocks, num_n_blocks, num_tiles;
   int num_banded, num_other;  // blocks along the banded axis and along the other one
@@ -215,29 +201,10 @@ struct DenseScheduler {
     paired = cluster_size == 2;
   }
 
-  // Stream-K: unit `unit` of the tail as a tile index and its chunk's k-block range; false past
-  // the last unit.
-  __device__ __forceinline__ bool stream_k_unit(int unit, int& tile, TileInfo& t) const {
-    const int tail_tiles = num_tiles - p.sk_first_tile;
-    const int chunk = unit / tail_tiles;
-    if (chunk >= p.sk_chunks) return false;
-    t.sk_slot = unit - chunk * tail_tiles;
-    t.sk_chunk = chunk;
-    t.kb_begin = chunk * p.k_blocks / p.sk_chunks;
-    t.kb_end = (chunk + 1) * p.k_blocks / p.sk_chunks;
-    tile = p.sk_first_tile + t.sk_slot;
-    return true;
-  }
-
   template <class Feed>
   __device__ __forceinline__ bool next(TileInfo& t, Feed& feed) {
-    int tile = feed.next();
-    t.kb_begin = 0, t.kb_end = p.k_blocks, t.sk_chunk = 0, t.sk_slot = 0;
-    if (kStreamK && tile >= p.sk_first_tile) {
-      if (!stream_k_unit(tile - p.sk_first_tile, tile, t)) return false;
-    } else if (tile >= num_tiles) {
-      return false;
-    }
+    const int tile = feed.next();
+    if (tile >= num_tiles) return false;
 
     const int tiles_per_band = band * num_other;
     const int b = tile / tiles_per_band;
