@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# The per-tile fixed cost of the dense 256x128 kernel (RESULTS.md, sessions 17-18): the harness on
-# shapes of few and many k-blocks, (1) as built, (2) -DFP8GEMM_EXPERIMENT_STORE_EVICT_FIRST (the
-# output's L2 lines evict-first), (3) -DFP8GEMM_EXPERIMENT_NO_TMA_STORE (all but the TMA store),
-# (4) -DFP8GEMM_EXPERIMENT_NO_STORES (no output: the epilogue's ceiling).
+# Where the dense 256x128 kernel's time goes (RESULTS.md, sessions 17-18): the harness on shapes of
+# few and many k-blocks, (1) as built, (2) -DFP8GEMM_EXPERIMENT_NO_TMA_STORE (everything but the TMA
+# store), (3) -DFP8GEMM_EXPERIMENT_LOADS_ONLY (no output, so the compiler drops the math too: the
+# TMA loads and stage barriers alone, the data-movement floor).
 # Alternated twice; logs to $OUT/tile_overhead.log. Run on a lent Hopper machine (~3 min).
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
@@ -22,18 +22,16 @@ build() {  # $1: output binary, $2...: extra nvcc flags
   "${NVCC[@]}" "$@" tools/gemm_standalone_test.cu "${objs[@]}" -o "$bin"
 }
 build /tmp/gemm_as_built || exit 1
-build /tmp/gemm_evict_first -DFP8GEMM_EXPERIMENT_STORE_EVICT_FIRST || exit 1
 build /tmp/gemm_no_tma_store -DFP8GEMM_EXPERIMENT_NO_TMA_STORE || exit 1
-build /tmp/gemm_no_stores -DFP8GEMM_EXPERIMENT_NO_STORES || exit 1
+build /tmp/gemm_loads_only -DFP8GEMM_EXPERIMENT_LOADS_ONLY || exit 1
 : > "$log"
 for round in 1 2; do
   for shape in 4096x32768x512 4096x7168x2048 4096x4096x7168 4096x7168x16384; do
     args=(--bench-only --normal --tile=256x128 --multicast=1 --shape=$shape --runs=20)
     echo "== round $round $shape" >> "$log"
     { echo -n "as built:        "; /tmp/gemm_as_built "${args[@]}" | grep "^  bench" | tail -1; } >> "$log"
-    { echo -n "evict-first:     "; /tmp/gemm_evict_first "${args[@]}" | grep "^  bench" | tail -1; } >> "$log"
     { echo -n "no TMA store:    "; /tmp/gemm_no_tma_store "${args[@]}" | grep "^  bench" | tail -1; } >> "$log"
-    { echo -n "no stores:       "; /tmp/gemm_no_stores "${args[@]}" | grep "^  bench" | tail -1; } >> "$log"
+    { echo -n "loads only:      "; /tmp/gemm_loads_only "${args[@]}" | grep "^  bench" | tail -1; } >> "$log"
   done
 done
 cat "$log"
