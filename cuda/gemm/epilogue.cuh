@@ -93,6 +93,13 @@ struct TmaStoreEpilogue {
 
   using Params = typename std::conditional<kMaskRows, RowMaskEpilogueParams, EmptyEpilogueParams>::type;
 
+  // bf16: columns 16p .. 16p + 15 of the accumulator (8 floats per thread) as bf16, one
+  // stmatrix.x4 at this lane's address `addr` (see store(), step 2).
+  __device__ __forceinline__ static void stmatrix_columns(uint32_t addr, const float (&acc)[kNumAcc], int p) {
+    ptx::stmatrix_x4(addr, ptx::pack_bf16x2(acc[8 * p + 0], acc[8 * p + 1]), ptx::pack_bf16x2(acc[8 * p + 2], acc[8 * p + 3]),
+                     ptx::pack_bf16x2(acc[8 * p + 4], acc[8 * p + 5]), ptx::pack_bf16x2(acc[8 * p + 6], acc[8 * p + 7]));
+  }
+
   // XOR term (bytes) of the swizzle for a row of an atom.
   __device__ __forceinline__ static uint32_t swizzle_xor(uint32_t row) {
     return ((row / (128 / kAtomBytes)) & (kAtomBytes / 16 - 1)) << 4;
@@ -100,7 +107,7 @@ struct TmaStoreEpilogue {
 
   // A warpgroup's second slice of a 256-row bf16 tile (2 + wg, stored right after its first, whose
   // step 1 waited for all older stores) is staged in rows of its own, so it need not wait for the
-  // first slice's TMA store to read shared memory (measured, harness: +5.8% at K = 512, +1.5% at
+  // first slice's TMA store to read shared memory (measured, harness: +5.5% at K = 512, +1.5% at
   // K = 2048, +1.1% at K = 7168; RESULTS.md, session 18).
   static constexpr bool kOverlapSliceStores = kStagedSlices == 4;
 
@@ -152,11 +159,7 @@ struct TmaStoreEpilogue {
         constexpr int kPairBytes = 32;  // 16 bf16 columns
         const uint32_t atom = (p * kPairBytes) / kAtomBytes;
         const uint32_t col = (p * kPairBytes) % kAtomBytes;  // multiple of 32: bit 4 is free for lane_xor
-        const uint32_t addr = row_addr + atom * kAtomStride + (col ^ lane_xor);
-        ptx::stmatrix_x4(addr, ptx::pack_bf16x2(acc[8 * p + 0], acc[8 * p + 1]),
-                         ptx::pack_bf16x2(acc[8 * p + 2], acc[8 * p + 3]),
-                         ptx::pack_bf16x2(acc[8 * p + 4], acc[8 * p + 5]),
-                         ptx::pack_bf16x2(acc[8 * p + 6], acc[8 * p + 7]));
+        stmatrix_columns(row_addr + atom * kAtomStride + (col ^ lane_xor), acc, p);
       }
     } else {
       // f32: each thread owns 2 consecutive floats (8 bytes) in rows r and r + 8 of every 8-column
@@ -228,11 +231,7 @@ struct TmaStoreEpilogue {
       ptx::named_barrier_sync(barrier_id, 128);
 #pragma unroll
       for (int q = 0; q < kPairsPerAtom; ++q) {
-        const int p = a * kPairsPerAtom + q;
-        ptx::stmatrix_x4(row_addr + ((q * 32) ^ lane_xor), ptx::pack_bf16x2(acc[8 * p + 0], acc[8 * p + 1]),
-                         ptx::pack_bf16x2(acc[8 * p + 2], acc[8 * p + 3]),
-                         ptx::pack_bf16x2(acc[8 * p + 4], acc[8 * p + 5]),
-                         ptx::pack_bf16x2(acc[8 * p + 6], acc[8 * p + 7]));
+        stmatrix_columns(row_addr + ((q * 32) ^ lane_xor), acc, a * kPairsPerAtom + q);
       }
       ptx::fence_proxy_async_shared();
       ptx::named_barrier_sync(barrier_id, 128);
