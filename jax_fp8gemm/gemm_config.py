@@ -3,8 +3,9 @@
 The kernel is persistent: `num_sms` CTAs walk the output tiles. What matters is (1) the number of
 waves, cdiv(tiles, num_sms), since a partly filled last wave costs a whole one, and (2) the work
 per tile (bigger tiles re-read less of A and B). We pick the compiled (block_m, block_n) with the
-fewest waves, then the largest tile, as DeepGEMM's heuristic does. COMPILED must mirror the
-instantiations in cuda/gemm/fp8_gemm.cu.
+fewest waves, then the largest tile, as DeepGEMM's heuristic does; the 256x128 tile then runs in
+CTA pairs that share A's loads (TMA multicast). COMPILED_TILES must mirror the instantiations in
+cuda/gemm/fp8_gemm.cu.
 """
 
 from __future__ import annotations
@@ -30,6 +31,9 @@ class GemmConfig:
     num_stages: int  # 0: as many as fit in shared memory
     num_sms: int
     multicast: int  # 1, or 2 = TMA multicast over a cluster of two CTAs
+    # With multicast 2, the operand the pair shares: 1 = A (the pair computes neighbouring N-blocks
+    # of one M-block), 0 = B (neighbouring M-blocks of one N-block).
+    multicast_a: int = 0
 
     def attributes(self) -> dict[str, int]:
         return dataclasses.asdict(self)
@@ -74,6 +78,17 @@ def _short_k_factor(bm: int, bn: int, k: int, out_dtype) -> float:
     return 1.0
 
 
+# Multicast of A over CTA pairs on the 256x128 tile. The big shapes are bound by data movement:
+# the TMA loads and stage barriers alone take 97% of the time at 4096x7168x16384 (RESULTS.md,
+# session 18), and a pair sharing its 32 KB A tile per k-block cuts that floor by 24% (634 -> 483
+# us). Measured on the whole kernel (H100, harness, two rounds, session 19): +1.0-1.4% at
+# 4096x7168x16384 and 8192^3, +0.7% at 4096x4096x7168, +2% at 32768x4096x7168, +1% at
+# 32768x7168x2048, 0 at 4096x7168x2048 and 2048x7168x7168, -0.3% at 4096x32768x512 (4 k-blocks).
+# Sharing B gains nothing anywhere; the 128-row tiles gain little or lose (128x128 at
+# 1024x7168x7168: -2%), so they stay unpaired.
+_SHARE_A_MIN_K = 1024
+
+
 def pick(m: int, n: int, k: int, out_dtype, num_sms: int) -> GemmConfig:
     """The configuration for one static shape (K scales every tile's main loop alike; it only
     changes the ranking where a tile's epilogue is exposed, see `_short_k_factor`)."""
@@ -90,9 +105,10 @@ def pick(m: int, n: int, k: int, out_dtype, num_sms: int) -> GemmConfig:
                 factor = (1.03 if serial else 1.0) * _short_k_factor(bm, bn, k, out_dtype)
                 yield bm, bn, cdiv(m, bm) * cdiv(n, bn), factor
 
-    # Multicast (two CTAs on neighbouring tiles sharing one A or B load) measured no faster than
-    # without on the H100 (benchmarks/RESULTS.md, 2026-11-22): off until it pays.
-    return _cheapest(candidates(), num_sms)
+    config = _cheapest(candidates(), num_sms)
+    if (config.block_m, config.block_n) == (256, 128) and k >= _SHARE_A_MIN_K and num_sms >= 2:
+        config = dataclasses.replace(config, multicast=2, multicast_a=1)
+    return config
 
 
 # (block_m, block_n) pairs compiled for the grouped kernels: kCompiledGroupedTiles in

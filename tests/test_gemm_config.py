@@ -39,7 +39,10 @@ def test_pick_dense(out_dtype):
     for m, n, sms in itertools.product(SHAPES_M, SHAPES_N, SMS):
         c = gc.pick(m, n, 7168, out_dtype, sms)
         assert (c.block_m, c.block_n) in gc.COMPILED_TILES
-        assert (c.num_sms, c.multicast, c.num_stages) == (sms, 1, 0)
+        assert (c.num_sms, c.num_stages) == (sms, 0)
+        # CTA pairs sharing A on the 256x128 tile (K = 7168 here), no clusters otherwise
+        paired = (c.block_m, c.block_n) == (256, 128)
+        assert (c.multicast, c.multicast_a) == ((2, 1) if paired else (1, 0)), (m, n, sms)
         if out_dtype == jnp.float32:
             assert c.block_m != 256, (m, n, sms)  # not offered for f32
         if m <= 64:
@@ -52,7 +55,7 @@ def test_pick_grouped(out_dtype, masked):
     for m, n, g, sms in itertools.product(SHAPES_M, SHAPES_N, (1, 8, 256), SMS):
         c = gc.pick_grouped(m, n, 7168, g, sms, masked=masked, out_dtype=out_dtype)
         assert (c.block_m, c.block_n) in gc.COMPILED_GROUPED_TILES
-        assert c.multicast == 1
+        assert (c.multicast, c.multicast_a) == (1, 0)
         if out_dtype == jnp.float32:
             assert c.block_m != 256, (m, n, g, sms)
 
@@ -62,7 +65,7 @@ def test_pick_wgrad(k_grouped):
     for m, n, g, sms in itertools.product(SHAPES_M, SHAPES_N, (1, 8), SMS):
         c = gc.pick_wgrad(m, n, 8192, sms, g=g, k_grouped=k_grouped)
         assert (c.block_m, c.block_n) in gc.COMPILED_WGRAD_TILES
-        assert c.multicast == 1
+        assert (c.multicast, c.multicast_a) == (1, 0)
         assert (c.block_m == 64) == (m <= 64), (m, n, g, sms)  # one math warpgroup only for small M
 
 
@@ -72,6 +75,17 @@ def test_large_shapes_take_the_256_row_tiles():
     assert gc.pick_grouped(32768, 4096, 7168, 8, 132).block_m == 256
     assert gc.pick_wgrad(7168, 7168, 8192, 132).block_m == 256
     assert gc.pick_wgrad(4096, 7168, 32768, 132, g=8, k_grouped=True).block_m == 256
+
+
+def test_pairs_share_a_only_where_it_measured_faster():
+    """A multicast over CTA pairs: +0.7-2% on the 256x128 tile from K = 2048 up, -0.3% at K = 512
+    (RESULTS.md, session 19); a pair needs two SMs."""
+    for k, paired in ((16384, True), (2048, True), (1024, True), (512, False)):
+        c = gc.pick(4096, 32768, k, jnp.bfloat16, 132)
+        assert (c.block_m, c.block_n) == (256, 128), k
+        assert (c.multicast, c.multicast_a) == ((2, 1) if paired else (1, 0)), k
+    assert gc.pick(4096, 7168, 16384, jnp.bfloat16, 1).multicast == 1
+    assert gc.pick(4096, 7168, 16384, jnp.float32, 132).multicast == 1  # 128-row tiles for f32
 
 
 def test_short_k_steers_f32_off_the_three_stage_tile():

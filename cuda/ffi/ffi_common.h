@@ -58,8 +58,8 @@ inline bool is_mn_major_scales(ffi::Span<const int64_t> dims, int64_t k, int64_t
 }
 
 inline GemmConfig gemm_config(int64_t block_m, int64_t block_n, int64_t num_stages, int64_t num_sms,
-                              int64_t multicast) {
-  return GemmConfig{int(block_m), int(block_n), int(num_stages), int(num_sms), int(multicast)};
+                              int64_t multicast, int64_t multicast_a = 0) {
+  return GemmConfig{int(block_m), int(block_n), int(num_stages), int(num_sms), int(multicast), int(multicast_a)};
 }
 
 // Every GEMM handler starts with (stream, a, sfa, b, sfb) ...
@@ -72,7 +72,7 @@ inline auto bind_gemm_operands() {
       .Arg<ffi::Buffer<ffi::F32>>();  // sfb
 }
 
-// ... and ends with the tile configuration attributes (the handlers that take "multicast" add it).
+// ... and ends with the tile configuration attributes ...
 template <class Binding>
 auto bind_tile_attrs(Binding&& binding) {
   return std::forward<Binding>(binding)
@@ -80,6 +80,15 @@ auto bind_tile_attrs(Binding&& binding) {
       .template Attr<int64_t>("block_n")
       .template Attr<int64_t>("num_stages")
       .template Attr<int64_t>("num_sms");
+}
+
+// ... and, for the forward GEMMs (dense and grouped), the cluster: GemmConfig's multicast and
+// multicast_a (jax_fp8gemm/gemm_config.py's GemmConfig.attributes() gives all six).
+template <class Binding>
+auto bind_tile_and_cluster_attrs(Binding&& binding) {
+  return bind_tile_attrs(std::forward<Binding>(binding))
+      .template Attr<int64_t>("multicast")
+      .template Attr<int64_t>("multicast_a");
 }
 
 // The four results of a fused quantize + transpose: q, s, qt, st.

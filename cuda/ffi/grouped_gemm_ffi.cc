@@ -46,7 +46,7 @@ ffi::Error check_common(const char* op, ffi::AnyBuffer a, ffi::Buffer<ffi::F32> 
 ffi::Error launch(const char* op, ffi::AnyBuffer a, ffi::Buffer<ffi::F32> sfa, ffi::AnyBuffer b,
                   ffi::Buffer<ffi::F32> sfb, ffi::Buffer<ffi::S32> sizes, ffi::AnyBuffer d, int* tile_counter,
                   OutDtype out, int64_t m, bool masked, cudaStream_t stream, int64_t block_m, int64_t block_n,
-                  int64_t num_stages, int64_t num_sms, int64_t multicast) {
+                  int64_t num_stages, int64_t num_sms, int64_t multicast, int64_t multicast_a) {
   const auto bd = b.dimensions();
   GroupedGemmProblem problem;
   problem.a = a.untyped_data();
@@ -63,14 +63,15 @@ ffi::Error launch(const char* op, ffi::AnyBuffer a, ffi::Buffer<ffi::F32> sfa, f
   problem.group_sizes = sizes.typed_data();
   problem.masked = masked;
   problem.tile_counter = tile_counter;
-  const GemmConfig config = ffi_util::gemm_config(block_m, block_n, num_stages, num_sms, multicast);
+  const GemmConfig config = ffi_util::gemm_config(block_m, block_n, num_stages, num_sms, multicast, multicast_a);
   return ffi_util::cuda_error(launch_fp8_grouped_gemm(problem, config, stream), (std::string(op) + " launch").c_str());
 }
 
 ffi::Error GroupedGemm(cudaStream_t stream, ffi::AnyBuffer a, ffi::Buffer<ffi::F32> sfa, ffi::AnyBuffer b,
                        ffi::Buffer<ffi::F32> sfb, ffi::Buffer<ffi::S32> group_sizes,
                        ffi::Result<ffi::AnyBuffer> d, ffi::Result<ffi::Buffer<ffi::S32>> workspace,
-                       int64_t block_m, int64_t block_n, int64_t num_stages, int64_t num_sms, int64_t multicast) {
+                       int64_t block_m, int64_t block_n, int64_t num_stages, int64_t num_sms, int64_t multicast,
+                       int64_t multicast_a) {
   constexpr const char* kOp = "grouped_gemm";
   const auto ad = a.dimensions(), bd = b.dimensions(), dd = d->dimensions();
   if (ad.size() != 2 || dd.size() != 2) return invalid("grouped_gemm: a [M,K] and d [M,N] must be 2-D");
@@ -82,13 +83,13 @@ ffi::Error GroupedGemm(cudaStream_t stream, ffi::AnyBuffer a, ffi::Buffer<ffi::F
   if (workspace->element_count() != 1) return invalid("grouped_gemm: the workspace must be int32 [1]");
   if (m == 0 || bd[1] == 0) return ffi::Error::Success();
   return launch(kOp, a, sfa, b, sfb, group_sizes, *d, workspace->typed_data(), out, m, /*masked=*/false, stream,
-                block_m, block_n, num_stages, num_sms, multicast);
+                block_m, block_n, num_stages, num_sms, multicast, multicast_a);
 }
 
 ffi::Error GroupedGemmMasked(cudaStream_t stream, ffi::AnyBuffer a, ffi::Buffer<ffi::F32> sfa, ffi::AnyBuffer b,
                              ffi::Buffer<ffi::F32> sfb, ffi::Buffer<ffi::S32> masked_m,
                              ffi::Result<ffi::AnyBuffer> d, int64_t block_m, int64_t block_n, int64_t num_stages,
-                             int64_t num_sms, int64_t multicast) {
+                             int64_t num_sms, int64_t multicast, int64_t multicast_a) {
   constexpr const char* kOp = "grouped_gemm_masked";
   const auto ad = a.dimensions(), bd = b.dimensions(), dd = d->dimensions();
   if (ad.size() != 3 || dd.size() != 3)
@@ -101,20 +102,19 @@ ffi::Error GroupedGemmMasked(cudaStream_t stream, ffi::AnyBuffer a, ffi::Buffer<
   if (auto err = check_common(kOp, a, sfa, b, sfb, masked_m, *d, g * mmax, k, &out); err.failure()) return err;
   if (g == 0 || mmax == 0 || bd[1] == 0) return ffi::Error::Success();
   return launch(kOp, a, sfa, b, sfb, masked_m, *d, /*tile_counter=*/nullptr, out, mmax, /*masked=*/true, stream,
-                block_m, block_n, num_stages, num_sms, multicast);
+                block_m, block_n, num_stages, num_sms, multicast, multicast_a);
 }
 
 // (stream, a, sfa, b, sfb, group sizes) -> d (masked) or (d, workspace) (contiguous).
 auto grouped_binding_masked() {
-  return ffi_util::bind_tile_attrs(ffi_util::bind_gemm_operands().Arg<ffi::Buffer<ffi::S32>>().Ret<ffi::AnyBuffer>())
-      .Attr<int64_t>("multicast");
+  return ffi_util::bind_tile_and_cluster_attrs(
+      ffi_util::bind_gemm_operands().Arg<ffi::Buffer<ffi::S32>>().Ret<ffi::AnyBuffer>());
 }
 auto grouped_binding() {
-  return ffi_util::bind_tile_attrs(ffi_util::bind_gemm_operands()
-                                       .Arg<ffi::Buffer<ffi::S32>>()
-                                       .Ret<ffi::AnyBuffer>()
-                                       .Ret<ffi::Buffer<ffi::S32>>())
-      .Attr<int64_t>("multicast");
+  return ffi_util::bind_tile_and_cluster_attrs(ffi_util::bind_gemm_operands()
+                                                   .Arg<ffi::Buffer<ffi::S32>>()
+                                                   .Ret<ffi::AnyBuffer>()
+                                                   .Ret<ffi::Buffer<ffi::S32>>());
 }
 
 }  // namespace

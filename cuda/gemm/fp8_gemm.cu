@@ -418,7 +418,7 @@ cudaError_t launch_fp8_gemm(const GemmProblem& p, const GemmConfig& cfg, cudaStr
 
 bool is_compiled_grouped(const GemmConfig& cfg, OutDtype out) {
   if (!offered(cfg, out)) return false;
-  if (cfg.multicast != 1) return false;
+  if (cfg.multicast != 1 || cfg.multicast_a != 0) return false;
   if (cfg.num_stages < 0 || cfg.num_sms < 0) return false;
   return find_grouped_entry(cfg.block_m, cfg.block_n, out) >= 0;
 }
@@ -513,7 +513,7 @@ cudaError_t launch_fp8_grouped_gemm(const GroupedGemmProblem& p, const GemmConfi
 // ------------------------------------------------------------------------------------------------
 
 bool is_compiled_wgrad(const GemmConfig& cfg) {
-  if (cfg.multicast != 1) return false;
+  if (cfg.multicast != 1 || cfg.multicast_a != 0) return false;
   if (cfg.num_stages < 0 || cfg.num_sms < 0) return false;
   return find_wgrad_entry(cfg.block_m, cfg.block_n, false, OutDtype::kF32) >= 0;
 }
