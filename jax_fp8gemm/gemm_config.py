@@ -85,8 +85,17 @@ def _short_k_factor(bm: int, bn: int, k: int, out_dtype) -> float:
 # 4096x7168x16384 and 8192^3, +0.7% at 4096x4096x7168, +2% at 32768x4096x7168, +1% at
 # 32768x7168x2048, 0 at 4096x7168x2048 and 2048x7168x7168, -0.3% at 4096x32768x512 (4 k-blocks).
 # Sharing B gains nothing anywhere; the 128-row tiles gain little or lose (128x128 at
-# 1024x7168x7168: -2%), so they stay unpaired.
+# 1024x7168x7168: -2%), so they stay unpaired. The dense wgrad kernel's 256x128 tile (the same
+# loop with per-row B scales): +0.9-1.5% at 7168x7168 and 4096x7168 over 8192 tokens, f32 and bf16
+# out (sharing B: +0-0.5%). The k-grouped wgrad and the grouped kernels run without clusters.
 _SHARE_A_MIN_K = 1024
+
+
+def _share_a_on_256_rows(config: GemmConfig, k: int, num_sms: int) -> GemmConfig:
+    """The 256x128 tile in CTA pairs sharing A where that measured faster (above)."""
+    if (config.block_m, config.block_n) == (256, 128) and k >= _SHARE_A_MIN_K and num_sms >= 2:
+        return dataclasses.replace(config, multicast=2, multicast_a=1)
+    return config
 
 
 def pick(m: int, n: int, k: int, out_dtype, num_sms: int) -> GemmConfig:
@@ -105,10 +114,7 @@ def pick(m: int, n: int, k: int, out_dtype, num_sms: int) -> GemmConfig:
                 factor = (1.03 if serial else 1.0) * _short_k_factor(bm, bn, k, out_dtype)
                 yield bm, bn, cdiv(m, bm) * cdiv(n, bn), factor
 
-    config = _cheapest(candidates(), num_sms)
-    if (config.block_m, config.block_n) == (256, 128) and k >= _SHARE_A_MIN_K and num_sms >= 2:
-        config = dataclasses.replace(config, multicast=2, multicast_a=1)
-    return config
+    return _share_a_on_256_rows(_cheapest(candidates(), num_sms), k, num_sms)
 
 
 # (block_m, block_n) pairs compiled for the grouped kernels: kCompiledGroupedTiles in
@@ -149,8 +155,8 @@ def pick_grouped(m: int, n: int, k: int, g: int, num_sms: int, *, masked: bool =
     return _cheapest(candidates(), num_sms)
 
 
-# (block_m, block_n) pairs compiled for the weight-gradient kernels (dense and k-grouped, f32
-# output, multicast 1): kCompiledWgradTiles in cuda/gemm/fp8_gemm.h.
+# (block_m, block_n) pairs compiled for the weight-gradient kernels (dense and k-grouped, f32 and
+# bf16 output; clusters for the dense one only): kCompiledWgradTiles in cuda/gemm/fp8_gemm.h.
 COMPILED_WGRAD_TILES = ((256, 128), (128, 128), (128, 112), (64, 128))
 
 
@@ -163,9 +169,9 @@ def pick_wgrad(m: int, n: int, t: int, num_sms: int, *, g: int = 1,
     tile grid; the tokens only scale the work per tile). The 128-row tiles run the deferred
     promotion loop, the 256-row tile the two-wave loop (measured 2-4% faster than 128x128 dense,
     up to 13% k-grouped: RESULTS.md, session 10); only the k-grouped 64x128 takes the serial
-    one-wave loop (GemmTraits::kExtraRegisters), charged as in `pick`.
+    one-wave loop (GemmTraits::kExtraRegisters), charged as in `pick`. The dense kernel's 256x128
+    tile runs in CTA pairs sharing A, as in `pick`.
     """
-    del t
     g = max(int(g), 1)
 
     def candidates():
@@ -178,4 +184,5 @@ def pick_wgrad(m: int, n: int, t: int, num_sms: int, *, g: int = 1,
             # not re-measured since that loop is unrolled)
             yield bm, bn, g * cdiv(m, bm) * cdiv(n, bn), 1.15 if k_grouped and bm == 64 else 1.0
 
-    return _cheapest(candidates(), num_sms)
+    config = _cheapest(candidates(), num_sms)
+    return config if k_grouped else _share_a_on_256_rows(config, t, num_sms)

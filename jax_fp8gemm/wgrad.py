@@ -80,16 +80,11 @@ def _dense_plan(layout, a, a_s, b, b_s, *, out_dtype):
                 out_specs=(spec(m, n),), local=local)
 
 
-def _wgrad_attributes(config: gemm_config.GemmConfig) -> dict[str, int]:
-    return {"block_m": config.block_m, "block_n": config.block_n,
-            "num_stages": config.num_stages, "num_sms": config.num_sms}
-
-
 def gemm_wgrad_kernel_call(a, a_s, b, b_s, config: gemm_config.GemmConfig, out_dtype=jnp.float32):
     """The dense wgrad FFI call with an explicit configuration: [M, N], FP32 or bf16."""
     out = jax.ShapeDtypeStruct((a.shape[0], b.shape[0]), out_dtype)
     return jax.ffi.ffi_call("fp8gemm_gemm_wgrad", out)(
-        a, mn_major_scales(a_s), b, mn_major_scales(b_s), **_wgrad_attributes(config))
+        a, mn_major_scales(a_s), b, mn_major_scales(b_s), **config.attributes())
 
 
 def _kernel_dtype(out_dtype, n):
@@ -183,7 +178,7 @@ def grouped_gemm_wgrad_kernel_call(a, a_s, b, b_s, group_sizes, config: gemm_con
     is masked per group in shared memory)."""
     out = jax.ShapeDtypeStruct((group_sizes.shape[0], a.shape[0], b.shape[0]), out_dtype)
     return jax.ffi.ffi_call("fp8gemm_grouped_gemm_wgrad", out)(
-        a, mn_major_scales(a_s), b, mn_major_scales(b_s), group_sizes, **_wgrad_attributes(config))
+        a, mn_major_scales(a_s), b, mn_major_scales(b_s), group_sizes, **config.attributes())
 
 
 def _grouped_kernel(a, a_s, b, b_s, group_sizes, *, out_dtype):

@@ -14,6 +14,7 @@ from conftest import calc_diff, dequant64, gpu, grouped_reference64, randn
 import jax_fp8gemm as fg
 from jax_fp8gemm import _kernels, gemm_config
 from jax_fp8gemm.gemm import gemm_kernel_call
+from jax_fp8gemm.wgrad import gemm_wgrad_kernel_call
 
 pytestmark = [gpu, pytest.mark.gpu]
 
@@ -185,24 +186,30 @@ def test_gemm_kernel(rng, m, n, k, out_dtype):
     np.testing.assert_array_equal(np.asarray(again).view(np.uint8), np.asarray(out).view(np.uint8))
 
 
+@pytest.mark.parametrize("kind", ["gemm", "wgrad"])
 @pytest.mark.parametrize("m,n,k", [(1000, 2112, 1552), (4095, 7040, 2048), (257, 1000, 7168)])
-def test_gemm_kernel_pairs_sharing_a(rng, m, n, k):
-    """The 256x128 tile in CTA pairs that share A by TMA multicast (what `pick` takes for large
-    K): odd N-block counts (17, 55: the last band splits off a tile without a peer), partial
-    M-blocks, K not a multiple of 128. Multicast only changes who loads A, so the result must be
-    bit for bit the unpaired kernel's, and match the float64 reference."""
-    x, w = randn(rng, (m, k), jnp.bfloat16), randn(rng, (n, k), jnp.bfloat16)
-    a, a_s = fg.quantize_rowwise(x)
-    b, b_s = fg.quantize_blockwise(w)
+def test_256_row_tile_pairs_sharing_a(rng, kind, m, n, k):
+    """The 256x128 tile in CTA pairs that share A by TMA multicast (what the pickers take for long
+    K), forward (bf16 out) and dense wgrad (f32 out, K = tokens): odd N-block counts (17, 55: the
+    last band splits off a tile without a peer), partial M-blocks, K not a multiple of 128.
+    Multicast only changes who loads A, so the result must be bit for bit the unpaired kernel's,
+    and match the float64 reference."""
+    a, a_s = fg.quantize_rowwise(randn(rng, (m, k), jnp.bfloat16))
+    if kind == "gemm":
+        b, b_s = fg.quantize_blockwise(randn(rng, (n, k), jnp.bfloat16))
+        call, out_dtype, b_blockwise = gemm_kernel_call, jnp.bfloat16, True
+    else:
+        b, b_s = fg.quantize_rowwise(randn(rng, (n, k), jnp.bfloat16))
+        call, out_dtype, b_blockwise = gemm_wgrad_kernel_call, jnp.float32, False
     base = gemm_config.GemmConfig(256, 128, 0, _kernels.num_sms(), 1)
     paired = gemm_config.GemmConfig(256, 128, 0, _kernels.num_sms(), 2, multicast_a=1)
     outs = []
     for config in (paired, base):
         poison_allocator(m * n * 4)
-        call = jax.jit(lambda *ops, config=config: gemm_kernel_call(*ops, config))
-        outs.append(np.asarray(call(a, a_s, b, b_s).astype(jnp.float32)))
+        fn = jax.jit(lambda *ops, config=config: call(*ops, config, out_dtype))
+        outs.append(np.asarray(fn(a, a_s, b, b_s).astype(jnp.float32)))
     assert not np.isnan(outs[0]).any(), "unwritten (poisoned) or NaN outputs"
-    ref = dequant64(a, a_s, False) @ dequant64(b, b_s, True).T
+    ref = dequant64(a, a_s, False) @ dequant64(b, b_s, b_blockwise).T
     assert calc_diff(outs[0], ref) <= 1e-5
     np.testing.assert_array_equal(outs[0].view(np.uint32), outs[1].view(np.uint32))
 

@@ -2,9 +2,9 @@
 # Where the dense 256x128 kernel's time goes (RESULTS.md, sessions 17-18): the harness on shapes of
 # few and many k-blocks, (1) as built, (2) -DFP8GEMM_EXPERIMENT_NO_TMA_STORE (everything but the TMA
 # store), (3) -DFP8GEMM_EXPERIMENT_LOADS_ONLY (no output, so the compiler drops the math too: the
-# TMA loads and stage barriers alone, the data-movement floor), (4) -DFP8GEMM_EXPERIMENT_ATOM_STAGING
-# (the epilogue staged one 8 KB atom per warpgroup at a time: 4 pipeline stages instead of 3; its
-# results are checked first with the harness's --quick list).
+# TMA loads and stage barriers alone, the data-movement floor), each without clusters and in CTA
+# pairs sharing A (the picker's choice for long K; RESULTS.md, session 19: sharing A lowers the
+# loads-only floor by 24%).
 # Alternated twice; logs to $OUT/tile_overhead.log. Run on a lent Hopper machine (~3 min).
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
@@ -26,17 +26,16 @@ build() {  # $1: output binary, $2...: extra nvcc flags
 build /tmp/gemm_as_built || exit 1
 build /tmp/gemm_no_tma_store -DFP8GEMM_EXPERIMENT_NO_TMA_STORE || exit 1
 build /tmp/gemm_loads_only -DFP8GEMM_EXPERIMENT_LOADS_ONLY || exit 1
-build /tmp/gemm_atom_staging -DFP8GEMM_EXPERIMENT_ATOM_STAGING || exit 1
 : > "$log"
-{ echo -n "atom staging checks: "; /tmp/gemm_atom_staging --quick --no-bench --tile=256x128 | tail -1; } >> "$log"
 for round in 1 2; do
   for shape in 4096x32768x512 4096x7168x2048 4096x4096x7168 4096x7168x16384; do
-    args=(--bench-only --normal --tile=256x128 --multicast=1 --shape=$shape --runs=20)
     echo "== round $round $shape" >> "$log"
-    { echo -n "as built:        "; /tmp/gemm_as_built "${args[@]}" | grep "^  bench" | tail -1; } >> "$log"
-    { echo -n "no TMA store:    "; /tmp/gemm_no_tma_store "${args[@]}" | grep "^  bench" | tail -1; } >> "$log"
-    { echo -n "loads only:      "; /tmp/gemm_loads_only "${args[@]}" | grep "^  bench" | tail -1; } >> "$log"
-    { echo -n "atom staging:    "; /tmp/gemm_atom_staging "${args[@]}" | grep "^  bench" | tail -1; } >> "$log"
+    for mc in 1 2A; do
+      args=(--bench-only --normal --tile=256x128 --multicast=$mc --shape=$shape --runs=20)
+      { echo -n "as built     mc$mc: "; /tmp/gemm_as_built "${args[@]}" | grep "^  bench" | tail -1; } >> "$log"
+      { echo -n "no TMA store mc$mc: "; /tmp/gemm_no_tma_store "${args[@]}" | grep "^  bench" | tail -1; } >> "$log"
+      { echo -n "loads only   mc$mc: "; /tmp/gemm_loads_only "${args[@]}" | grep "^  bench" | tail -1; } >> "$log"
+    done
   done
 done
 cat "$log"

@@ -7,19 +7,20 @@
 //        tools/wgrad_standalone_test.cu cuda/gemm/*.cu -o build/wgrad_standalone_test
 //
 // Usage: wgrad_standalone_test [--small] [--no-bench] [--bench-only] [--shape=MxNxT] [--tile=BMxBN]
-//                              [--seed=N] [--runs=N] [--out=bf16]
+//                              [--seed=N] [--runs=N] [--out=bf16] [--multicast=2A|2B]
 //   --small       tiny cases only, no benchmark (for compute-sanitizer memcheck / racecheck)
 //   --no-bench    correctness only;  --bench-only: timing only
 //   --shape=MxNxT time this dense problem only;  --tile=BMxBN: only this tile (with --shape, also a
 //                 64-row one); together they time one kernel, e.g. for tools/ncu_gemm.sh
 //   --out=bf16    time the bf16-output kernels (default FP32)
+//   --multicast=2A|2B  time the dense cases in CTA pairs sharing A / B (default: no clusters)
 //
 // Data (host-generated from a hash of (seed, tensor, row, col), uploaded): A [M, T], B [N, T] are
 // random e4m3 codes with magnitudes 2^-3 .. 30 (never zero, never NaN) -- also on the tokens that
 // belong to no group, so a tile that reads outside its group's k-range shows up; scales are random
 // positive 2^-4 .. 2^4, MN-major with NaN in the padding columns past M / N (never read).
 // Checks per case and configuration (every compiled tile, default pipeline on all SMs + 2 stages on
-// 5 SMs so that each CTA walks many tiles and groups):
+// 5 SMs so that each CTA walks many tiles and groups; dense also in CTA pairs sharing A / B):
 //   * D poisoned with 0xFF bytes (NaN) before every run;
 //   * calc_diff <= 1e-5 against the float64 reference and a per-element bound
 //     |x - y| <= 1e-3 * (|y| + rms(ref)), on every element for small cases, on sampled rows x
@@ -160,18 +161,26 @@ struct Checker {
   }
 };
 
-std::vector<GemmConfig> configs(bool small) {
+// Every tile on all SMs and with a shallow pipeline on few SMs; the dense kernel also in CTA pairs
+// sharing A and sharing B (on all SMs, and on 6 SMs: 3 pairs walking many tiles).
+std::vector<GemmConfig> configs(bool small, bool dense) {
   std::vector<GemmConfig> v;
   for (const fp8gemm::CompiledTile& t : fp8gemm::kCompiledWgradTiles) {
     v.push_back(GemmConfig{t.block_m, t.block_n, 0, 0, 1});
     if (!small || t.block_m == 128) v.push_back(GemmConfig{t.block_m, t.block_n, 2, 5, 1});
+    if (dense && t.block_m >= 128)
+      for (int share_a : {1, 0}) {
+        v.push_back(GemmConfig{t.block_m, t.block_n, 0, 0, 2, share_a});
+        if (!small) v.push_back(GemmConfig{t.block_m, t.block_n, 2, 6, 2, share_a});
+      }
   }
   return v;
 }
 
 std::string cfg_name(const GemmConfig& c) {
   char buf[64];
-  std::snprintf(buf, sizeof(buf), "%dx%d st=%d sms=%d", c.block_m, c.block_n, c.num_stages, c.num_sms);
+  std::snprintf(buf, sizeof(buf), "%dx%d st=%d sms=%d%s", c.block_m, c.block_n, c.num_stages, c.num_sms,
+                c.multicast == 1 ? "" : (c.multicast_a ? " mc2A" : " mc2B"));
   return buf;
 }
 
@@ -246,7 +255,7 @@ void test_dense(int m, int n, int t, bool full) {
   for (size_t i = 0; i < rows.size(); ++i)
     for (size_t j = 0; j < cols.size(); ++j) ref[i * cols.size() + j] = reference(A, B, rows[i], cols[j], 0, t);
 
-  for (const GemmConfig& cfg : configs(full && m * n < (1 << 16))) {
+  for (const GemmConfig& cfg : configs(full && m * n < (1 << 16), /*dense=*/true)) {
     auto launch_as = [&](fp8gemm::OutDtype out_dtype) {
       return [&, out_dtype](void* out) {
         const WgradGemmProblem p{A.d_q, B.d_q, A.d_s, A.ld, B.d_s, B.ld, out, m, n, t, out_dtype};
@@ -306,7 +315,7 @@ void test_grouped(int m, int n, int t, const std::vector<int>& sizes, bool full)
   std::string sz;
   for (int i = 0; i < g && i < 8; ++i) sz += (i ? "," : "") + std::to_string(sizes[i]);
   if (g > 8) sz += ",...";
-  for (const GemmConfig& cfg : configs(full && m * n < (1 << 16))) {
+  for (const GemmConfig& cfg : configs(full && m * n < (1 << 16), /*dense=*/false)) {
     auto launch_as = [&](fp8gemm::OutDtype out_dtype) {
       return [&, out_dtype](void* out) {
         const GroupedWgradGemmProblem p{A.d_q, B.d_q, A.d_s, A.ld, B.d_s, B.ld, out, m, n, t, g, d_sizes, out_dtype};
@@ -353,7 +362,8 @@ void test_rejections() {
   struct Case { const char* what; WgradGemmProblem p; GemmConfig cfg; };
   std::vector<Case> cases;
   auto with = [&](auto f) { WgradGemmProblem q = p; f(q); return q; };
-  cases.push_back({"multicast 2", p, GemmConfig{128, 128, 0, 0, 2}});
+  cases.push_back({"multicast 4", p, GemmConfig{128, 128, 0, 0, 4}});
+  cases.push_back({"multicast_a without a cluster", p, GemmConfig{128, 128, 0, 0, 1, 1}});
   cases.push_back({"uncompiled tile", p, GemmConfig{128, 144, 0, 0, 1}});
   cases.push_back({"one stage", p, GemmConfig{128, 128, 1, 0, 1}});
   cases.push_back({"T % 16", with([](WgradGemmProblem& q) { q.t = 200; }), ok});
@@ -374,8 +384,13 @@ void test_rejections() {
     std::printf("  rejection %-40s FAIL\n", "null group sizes");
     ++g_failures;
   }
+  gp.group_sizes = reinterpret_cast<const int*>(256);
+  if (fp8gemm::launch_fp8_grouped_gemm_wgrad(gp, GemmConfig{128, 128, 0, 0, 2, 1}, 0) != cudaErrorInvalidValue) {
+    std::printf("  rejection %-40s FAIL\n", "k-grouped in CTA pairs");
+    ++g_failures;
+  }
   (void)cudaGetLastError();
-  std::printf("  rejections: %zu cases checked\n", cases.size() + 1);
+  std::printf("  rejections: %zu cases checked\n", cases.size() + 2);
 }
 
 // ------------------------------------------------------------------------------------------------
@@ -404,6 +419,7 @@ struct BenchOptions {
   int runs = 20;
   int m = 0, n = 0, t = 0;     // --shape: one dense problem instead of the default cases
   int tile_m = 0, tile_n = 0;  // --tile: one tile only
+  int multicast = 1, multicast_a = 0;  // --multicast=1|2A|2B: the dense cases' cluster
   fp8gemm::OutDtype out = fp8gemm::OutDtype::kF32;  // --out=bf16: time the bf16-output kernels
 };
 
@@ -430,7 +446,7 @@ void bench(const BenchOptions& o) {
     std::string best_cfg;
     for (const fp8gemm::CompiledTile& tile : fp8gemm::kCompiledWgradTiles) {
       if (!bench_tile(o, tile)) continue;
-      const GemmConfig cfg{tile.block_m, tile.block_n, 0, 0, 1};
+      const GemmConfig cfg{tile.block_m, tile.block_n, 0, 0, o.multicast, o.multicast_a};
       WgradGemmProblem p{A.q, B.q, A.s, A.ld, B.s, B.ld, d, c.m, c.n, c.t, o.out};
       const double ms = median_ms([&] { return fp8gemm::launch_fp8_gemm_wgrad(p, cfg, 0); }, /*warmup=*/2, runs, flush);
       const double tflops = flops / ms / 1e9;
@@ -491,6 +507,8 @@ int main(int argc, char** argv) {
     else if (arg.rfind("--shape=", 0) == 0)
       std::sscanf(arg.c_str() + 8, "%dx%dx%d", &bench_options.m, &bench_options.n, &bench_options.t);
     else if (arg == "--out=bf16") bench_options.out = fp8gemm::OutDtype::kBF16;
+    else if (arg == "--multicast=2A" || arg == "--multicast=2B")
+      bench_options.multicast = 2, bench_options.multicast_a = arg == "--multicast=2A";
     else if (arg.rfind("--tile=", 0) == 0)
       std::sscanf(arg.c_str() + 7, "%dx%d", &bench_options.tile_m, &bench_options.tile_n);
     else {

@@ -33,15 +33,15 @@ ffi::Error Fp8Gemm(cudaStream_t stream, ffi::AnyBuffer a, ffi::Buffer<ffi::F32> 
 
   GemmProblem problem{a.untyped_data(), b.untyped_data(), sfa.typed_data(), int(sad[1]),
                       sfb.typed_data(), d->untyped_data(), out, int(m), int(n), int(k)};
-  return ffi_util::cuda_error(
-      launch_fp8_gemm(problem, ffi_util::gemm_config(block_m, block_n, num_stages, num_sms, multicast, multicast_a), stream),
-      "gemm launch");
+  const GemmConfig config = ffi_util::gemm_config(block_m, block_n, num_stages, num_sms, multicast, multicast_a);
+  return ffi_util::cuda_error(launch_fp8_gemm(problem, config, stream), "gemm launch");
 }
 
 }  // namespace
 
 XLA_FFI_DEFINE_HANDLER_SYMBOL(kFp8Gemm, Fp8Gemm,
-                              ffi_util::bind_tile_and_cluster_attrs(ffi_util::bind_gemm_operands().Ret<ffi::AnyBuffer>()),
+                              ffi_util::bind_tile_and_cluster_attrs(
+                                  ffi_util::bind_gemm_operands().Ret<ffi::AnyBuffer>()),
                               {ffi::Traits::kCmdBufferCompatible});
 
 }  // namespace fp8gemm

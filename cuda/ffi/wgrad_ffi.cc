@@ -44,13 +44,9 @@ ffi::Error check_operands(const std::string& op, ffi::AnyBuffer a, ffi::Buffer<f
   return ffi::Error::Success();
 }
 
-GemmConfig make_config(int64_t block_m, int64_t block_n, int64_t num_stages, int64_t num_sms) {
-  return ffi_util::gemm_config(block_m, block_n, num_stages, num_sms, /*multicast=*/1);
-}
-
 ffi::Error GemmWgrad(cudaStream_t stream, ffi::AnyBuffer a, ffi::Buffer<ffi::F32> sfa, ffi::AnyBuffer b,
                      ffi::Buffer<ffi::F32> sfb, ffi::Result<ffi::AnyBuffer> d, int64_t block_m,
-                     int64_t block_n, int64_t num_stages, int64_t num_sms) {
+                     int64_t block_n, int64_t num_stages, int64_t num_sms, int64_t multicast, int64_t multicast_a) {
   const std::string op = "gemm_wgrad";
   WgradGemmProblem p{};
   if (auto err = check_operands(op, a, sfa, b, sfb, &p); err.failure()) return err;
@@ -60,14 +56,14 @@ ffi::Error GemmWgrad(cudaStream_t stream, ffi::AnyBuffer a, ffi::Buffer<ffi::F32
   if (p.m == 0 || p.n == 0) return ffi::Error::Success();
   if (p.t == 0) return invalid(op + ": T must be > 0");
   p.d = d->untyped_data();
-  return ffi_util::cuda_error(launch_fp8_gemm_wgrad(p, make_config(block_m, block_n, num_stages, num_sms), stream),
-                              "gemm_wgrad launch");
+  const GemmConfig config = ffi_util::gemm_config(block_m, block_n, num_stages, num_sms, multicast, multicast_a);
+  return ffi_util::cuda_error(launch_fp8_gemm_wgrad(p, config, stream), "gemm_wgrad launch");
 }
 
 ffi::Error GroupedGemmWgrad(cudaStream_t stream, ffi::AnyBuffer a, ffi::Buffer<ffi::F32> sfa, ffi::AnyBuffer b,
                             ffi::Buffer<ffi::F32> sfb, ffi::Buffer<ffi::S32> group_sizes,
                             ffi::Result<ffi::AnyBuffer> d, int64_t block_m, int64_t block_n,
-                            int64_t num_stages, int64_t num_sms) {
+                            int64_t num_stages, int64_t num_sms, int64_t multicast, int64_t multicast_a) {
   const std::string op = "grouped_gemm_wgrad";
   WgradGemmProblem ops{};
   if (auto err = check_operands(op, a, sfa, b, sfb, &ops); err.failure()) return err;
@@ -83,21 +79,21 @@ ffi::Error GroupedGemmWgrad(cudaStream_t stream, ffi::AnyBuffer a, ffi::Buffer<f
   GroupedWgradGemmProblem p{ops.a, ops.b, ops.sfa, ops.sfa_ld, ops.sfb,    ops.sfb_ld,
                             d->untyped_data(), ops.m, ops.n, ops.t, int(g), group_sizes.typed_data(),
                             ops.out_dtype};
-  return ffi_util::cuda_error(
-      launch_fp8_grouped_gemm_wgrad(p, make_config(block_m, block_n, num_stages, num_sms), stream),
-      "grouped_gemm_wgrad launch");
+  const GemmConfig config = ffi_util::gemm_config(block_m, block_n, num_stages, num_sms, multicast, multicast_a);
+  return ffi_util::cuda_error(launch_fp8_grouped_gemm_wgrad(p, config, stream), "grouped_gemm_wgrad launch");
 }
 
 }  // namespace
 
 XLA_FFI_DEFINE_HANDLER_SYMBOL(kFp8GemmWgrad, GemmWgrad,
-                              ffi_util::bind_tile_attrs(ffi_util::bind_gemm_operands().Ret<ffi::AnyBuffer>()),
+                              ffi_util::bind_tile_and_cluster_attrs(
+                                  ffi_util::bind_gemm_operands().Ret<ffi::AnyBuffer>()),
                               {ffi::Traits::kCmdBufferCompatible});
 
 XLA_FFI_DEFINE_HANDLER_SYMBOL(kFp8GroupedGemmWgrad, GroupedGemmWgrad,
-                              ffi_util::bind_tile_attrs(ffi_util::bind_gemm_operands()
-                                                            .Arg<ffi::Buffer<ffi::S32>>()
-                                                            .Ret<ffi::AnyBuffer>()),
+                              ffi_util::bind_tile_and_cluster_attrs(ffi_util::bind_gemm_operands()
+                                                                        .Arg<ffi::Buffer<ffi::S32>>()
+                                                                        .Ret<ffi::AnyBuffer>()),
                               {ffi::Traits::kCmdBufferCompatible});
 
 }  // namespace fp8gemm

@@ -77,17 +77,7 @@ struct TmaStoreEpilogue {
   static constexpr int kStagedRows = (kElemBytes == 4 && BLOCK_M > 128) ? 128 : BLOCK_M;
   static constexpr int kStagedSlices = kStagedRows / kBoxRows;
   static constexpr int kAtomStride = kStagedRows * kAtomBytes;  // bytes from one atom to the next
-  // Harness-only experiment FP8GEMM_EXPERIMENT_ATOM_STAGING (dense bf16 256-row tiles): stage one
-  // 64-row x 128-byte atom per warpgroup at a time (16 KB in all instead of 64), which leaves room
-  // for a 4th pipeline stage, at the cost of serialising a warpgroup's four atom stores per tile
-  // (store_by_atom; RESULTS.md, session 18: the large shapes are bound by data movement).
-#ifdef FP8GEMM_EXPERIMENT_ATOM_STAGING
-  static constexpr bool kAtomStaging = kIsBF16 && BLOCK_M == 256 && !kMaskRows && kAtomBytes == 128;
-#else
-  static constexpr bool kAtomStaging = false;
-#endif
-  static constexpr int kSmemBytes =
-      kAtomStaging ? 2 * kBoxRows * kAtomBytes : ((kStagedRows * kRowBytes + 1023) / 1024) * 1024;
+  static constexpr int kSmemBytes = ((kStagedRows * kRowBytes + 1023) / 1024) * 1024;
   static constexpr int kNumAcc = BLOCK_N / 2;  // accumulator floats per thread (64 x BLOCK_N / 128)
   static constexpr bool kMasksRows = kMaskRows;
 
@@ -123,10 +113,6 @@ struct TmaStoreEpilogue {
 #ifdef FP8GEMM_EXPERIMENT_LOADS_ONLY
     return;
 #endif
-    if constexpr (kAtomStaging) {
-      store_by_atom(acc, smem_d, tmap_d, tile, wg, slice, tid_in_wg);
-      return;
-    }
     const uint32_t warp = static_cast<uint32_t>(tid_in_wg) / 32;
     const uint32_t lane = static_cast<uint32_t>(tid_in_wg) % 32;
     const uint32_t barrier_id = 1 + static_cast<uint32_t>(wg);
@@ -209,37 +195,6 @@ struct TmaStoreEpilogue {
         ptx::tma_store_2d(tmap_d, src, col, row);
       }
       ptx::bulk_commit_group();
-    }
-  }
-
-  // FP8GEMM_EXPERIMENT_ATOM_STAGING: the slice one 128-byte column atom at a time through this
-  // warpgroup's 8 KB buffer; before each atom, the previous atom's TMA store must have read it.
-  __device__ __forceinline__ static void store_by_atom(const float (&acc)[kNumAcc], uint8_t* smem_d,
-                                                       const CUtensorMap* tmap_d, const TileInfo& tile, int wg,
-                                                       int slice, int tid_in_wg) {
-    const uint32_t warp = static_cast<uint32_t>(tid_in_wg) / 32;
-    const uint32_t lane = static_cast<uint32_t>(tid_in_wg) % 32;
-    const uint32_t barrier_id = 1 + static_cast<uint32_t>(wg);
-    uint8_t* const buffer = smem_d + wg * kBoxRows * kAtomBytes;
-    const uint32_t row = warp * 16 + (lane & 7) + ((lane >> 3) & 1) * 8;  // as in store()
-    const uint32_t lane_xor = swizzle_xor(row) ^ ((lane >> 4) << 4);
-    const uint32_t row_addr = ptx::smem_u32(buffer) + row * kAtomBytes;
-    constexpr int kPairsPerAtom = kAtomBytes / 32;  // 16-column stmatrix.x4 blocks per atom
-#pragma unroll
-    for (int a = 0; a < kNumAtoms; ++a) {
-      if (tid_in_wg == 0) ptx::bulk_wait_group_read<0>();
-      ptx::named_barrier_sync(barrier_id, 128);
-#pragma unroll
-      for (int q = 0; q < kPairsPerAtom; ++q) {
-        stmatrix_columns(row_addr + ((q * 32) ^ lane_xor), acc, a * kPairsPerAtom + q);
-      }
-      ptx::fence_proxy_async_shared();
-      ptx::named_barrier_sync(barrier_id, 128);
-      if (tid_in_wg == 0) {
-        const int col = tile.col_start + a * kAtomCols;
-        if (col < tile.col_end) ptx::tma_store_2d(tmap_d, buffer, col, tile.row_start + slice * kBoxRows);
-        ptx::bulk_commit_group();
-      }
     }
   }
 

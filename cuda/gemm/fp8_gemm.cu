@@ -159,10 +159,10 @@ cudaLaunchAttribute cluster_of_2_attribute() {
 
 // How many clusters of 2 can be resident at once (the persistent grid must not exceed it, or some
 // clusters would only start after others finished). Queried once per (kernel, device, smem size).
-cudaError_t max_active_clusters_of_2(int entry, int dev, int smem_bytes, int* out) {
+cudaError_t max_active_clusters_of_2(const KernelEntry& e, int dev, int smem_bytes, int* out) {
   static std::mutex mu;
-  static std::map<std::tuple<int, int, int>, int> cache;
-  const auto key = std::make_tuple(entry, dev, smem_bytes);
+  static std::map<std::tuple<const void*, int, int>, int> cache;
+  const auto key = std::make_tuple(e.fn, dev, smem_bytes);
   {
     std::lock_guard<std::mutex> lock(mu);
     auto it = cache.find(key);
@@ -173,13 +173,13 @@ cudaError_t max_active_clusters_of_2(int entry, int dev, int smem_bytes, int* ou
   }
   cudaLaunchConfig_t cfg = {};
   cfg.gridDim = dim3(2, 1, 1);
-  cfg.blockDim = dim3(registry()[entry].num_threads, 1, 1);
+  cfg.blockDim = dim3(e.num_threads, 1, 1);
   cfg.dynamicSmemBytes = static_cast<size_t>(smem_bytes);
   cudaLaunchAttribute attr = cluster_of_2_attribute();
   cfg.attrs = &attr;
   cfg.numAttrs = 1;
   int clusters = 0;
-  cudaError_t err = cudaOccupancyMaxActiveClusters(&clusters, registry()[entry].fn, &cfg);
+  cudaError_t err = cudaOccupancyMaxActiveClusters(&clusters, e.fn, &cfg);
   if (err != cudaSuccess) return err;
   std::lock_guard<std::mutex> lock(mu);
   cache[key] = clusters;
@@ -235,10 +235,32 @@ int sfb_staged_floats_of(const KernelEntry& e, int num_k_blocks) {
 }
 int sfb_staging_bytes(int sfb_staged_floats) { return 2 * 2 * sfb_staged_floats * 4; }
 
-// CTAs of a persistent grid without clusters: cfg.num_sms (0: every SM), at most one per tile.
-int persistent_grid(const GemmConfig& cfg, int device_sms, long long max_tiles) {
-  const int grid = cfg.num_sms > 0 ? cfg.num_sms : device_sms;
-  return static_cast<int>(std::min<long long>(grid, max_tiles));
+// CTAs of the persistent grid of kernel `e`: cfg.num_sms (0: every SM), at most one per tile; with
+// clusters of 2 (cfg.multicast == 2) an even number, at most as many as can be resident at once.
+cudaError_t persistent_grid(const KernelEntry& e, const GemmConfig& cfg, const LaunchSetup& s, long long max_tiles,
+                            int* grid) {
+  const int sms = cfg.num_sms > 0 ? cfg.num_sms : s.device_sms;
+  if (cfg.multicast != 2) {
+    *grid = static_cast<int>(std::min<long long>(sms, max_tiles));
+    return *grid >= 1 ? cudaSuccess : cudaErrorInvalidValue;
+  }
+  int clusters = 0;
+  cudaError_t err = max_active_clusters_of_2(e, s.dev, s.smem_bytes, &clusters);
+  if (err != cudaSuccess) return err;
+  *grid = static_cast<int>(std::min<long long>(std::min(sms / 2, clusters) * 2LL, (max_tiles + 1) / 2 * 2));
+  return *grid >= 2 ? cudaSuccess : cudaErrorInvalidValue;
+}
+
+// The dense scheduler's tile order for kernel `e` on `grid` CTAs: pairs sharing A walk bands of
+// N-blocks (neighbouring N tiles share the M-block), the others bands of M-blocks.
+void set_tile_order(DenseSchedulerParams* sched, const KernelEntry& e, const GemmConfig& cfg, int grid) {
+  sched->band_on_n = cfg.multicast == 2 && cfg.multicast_a != 0;
+  sched->band = sched->band_on_n ? choose_band(grid, e.block_n, e.block_m) : choose_band(grid, e.block_m, e.block_n);
+}
+// The other schedulers band M-blocks (no clusters).
+template <class SchedParams>
+void set_tile_order(SchedParams* sched, const KernelEntry& e, const GemmConfig& /*cfg*/, int grid) {
+  sched->band = choose_band(grid, e.block_m, e.block_n);
 }
 
 // Tensor maps (encoded per call: they embed the pointers and shapes).
@@ -334,10 +356,16 @@ cudaError_t launch_kernel(const KernelEntry& e, int grid, const LaunchSetup& s, 
 // been measured against 128-row f32 tiles, so they are not offered.
 bool offered(const GemmConfig& cfg, OutDtype out) { return !(cfg.block_m == 256 && out == OutDtype::kF32); }
 
+namespace {
+// Clusters: none (multicast 1, multicast_a 0) or pairs (multicast 2) sharing B (0) or A (1).
+bool valid_cluster(const GemmConfig& cfg) {
+  return (cfg.multicast == 1 && cfg.multicast_a == 0) ||
+         (cfg.multicast == 2 && (cfg.multicast_a == 0 || cfg.multicast_a == 1));
+}
+}  // namespace
+
 bool is_compiled(const GemmConfig& cfg, OutDtype out) {
-  if (!offered(cfg, out)) return false;
-  if (cfg.multicast != 1 && cfg.multicast != 2) return false;
-  if (cfg.multicast_a != 0 && (cfg.multicast_a != 1 || cfg.multicast != 2)) return false;
+  if (!offered(cfg, out) || !valid_cluster(cfg)) return false;
   if (cfg.num_stages < 0 || cfg.num_sms < 0) return false;
   return find_entry(cfg.block_m, cfg.block_n, out) >= 0;
 }
@@ -375,21 +403,9 @@ cudaError_t launch_fp8_gemm(const GemmProblem& p, const GemmConfig& cfg, cudaStr
   const long long num_tiles = num_m_blocks * num_n_blocks;
   if (num_tiles > INT_MAX / 2) return cudaErrorInvalidValue;
 
-  // Persistent grid: one CTA per SM (at most one per tile); even with clusters of 2.
-  const int cluster = cfg.multicast;
   int grid = 0;
-  if (cluster == 2) {
-    int clusters = 0;
-    err = max_active_clusters_of_2(entry_idx, s.dev, s.smem_bytes, &clusters);
-    if (err != cudaSuccess) return err;
-    grid = cfg.num_sms > 0 ? cfg.num_sms : s.device_sms;
-    grid = std::min(grid / 2, clusters) * 2;
-    grid = static_cast<int>(std::min<long long>(grid, (num_tiles + 1) / 2 * 2));
-    if (grid < 2) return cudaErrorInvalidValue;
-  } else {
-    grid = persistent_grid(cfg, s.device_sms, num_tiles);
-    if (grid < 1) return cudaErrorInvalidValue;
-  }
+  err = persistent_grid(e, cfg, s, num_tiles, &grid);
+  if (err != cudaSuccess) return err;
 
   TensorMaps maps;
   // Tiny M (decode, M <= 16): load only the rows that exist, rounded up to the 8-row swizzle atom
@@ -405,15 +421,12 @@ cudaError_t launch_fp8_gemm(const GemmProblem& p, const GemmConfig& cfg, cudaStr
   DenseSchedulerParams sched;
   sched.m = p.m;
   sched.n = p.n;
-  // Pairs sharing A walk bands of N-blocks (neighbouring N tiles share the M-block), the others
-  // bands of M-blocks.
-  sched.band_on_n = cluster == 2 && cfg.multicast_a != 0;
-  sched.band = sched.band_on_n ? choose_band(grid, e.block_n, e.block_m) : choose_band(grid, e.block_m, e.block_n);
+  set_tile_order(&sched, e, cfg, grid);
   cudaLaunchAttribute cluster_attr = cluster_of_2_attribute();
   GemmKernelArgs args = make_kernel_args(p.sfb, p.n, num_k_blocks, s.num_stages, sfb_staged_floats);
   args.a_box_rows = a_box_rows;
-  return launch_kernel(e, grid, s, maps, args, sched, EmptyEpilogueParams{}, cluster == 2 ? &cluster_attr : nullptr,
-                       stream);
+  return launch_kernel(e, grid, s, maps, args, sched, EmptyEpilogueParams{},
+                       cfg.multicast == 2 ? &cluster_attr : nullptr, stream);
 }
 
 bool is_compiled_grouped(const GemmConfig& cfg, OutDtype out) {
@@ -469,7 +482,9 @@ cudaError_t launch_fp8_grouped_gemm(const GroupedGemmProblem& p, const GemmConfi
 
   err = ensure_smem_attribute(g_grouped_smem_attribute_set[entry_idx][s.dev], e.fn, s.smem_limit);
   if (err != cudaSuccess) return err;
-  const int grid = persistent_grid(cfg, s.device_sms, max_tiles);
+  int grid = 0;
+  err = persistent_grid(e, cfg, s, max_tiles, &grid);
+  if (err != cudaSuccess) return err;
 
   TensorMaps maps;
   // All groups' B as one [G * N, K] tensor: a ragged last N-tile of group g reads rows of group
@@ -496,7 +511,7 @@ cudaError_t launch_fp8_grouped_gemm(const GroupedGemmProblem& p, const GemmConfi
   sched.num_groups = p.num_groups;
   sched.m = p.m;
   sched.n = p.n;
-  sched.band = choose_band(grid, e.block_m, e.block_n);
+  set_tile_order(&sched, e, cfg, grid);
   sched.masked = p.masked ? 1 : 0;
   sched.sfb_group_stride = static_cast<int>(sfb_group_stride);
   RowMaskEpilogueParams epi;
@@ -512,8 +527,8 @@ cudaError_t launch_fp8_grouped_gemm(const GroupedGemmProblem& p, const GemmConfi
 // Weight-gradient GEMMs (per-row B scales, f32 or bf16 output): dense and k-grouped.
 // ------------------------------------------------------------------------------------------------
 
-bool is_compiled_wgrad(const GemmConfig& cfg) {
-  if (cfg.multicast != 1 || cfg.multicast_a != 0) return false;
+bool is_compiled_wgrad(const GemmConfig& cfg, bool k_grouped) {
+  if (!valid_cluster(cfg) || (k_grouped && cfg.multicast != 1)) return false;
   if (cfg.num_stages < 0 || cfg.num_sms < 0) return false;
   return find_wgrad_entry(cfg.block_m, cfg.block_n, false, OutDtype::kF32) >= 0;
 }
@@ -560,8 +575,9 @@ cudaError_t launch_wgrad_kernel(const WgradOperands& p, long long rows_d, long l
   if (err != cudaSuccess) return err;
   err = ensure_smem_attribute(g_wgrad_smem_attribute_set[k_grouped][entry_idx][s.dev], e.fn, s.smem_limit);
   if (err != cudaSuccess) return err;
-  const int grid = persistent_grid(cfg, s.device_sms, max_tiles);
-  if (grid < 1) return cudaErrorInvalidValue;
+  int grid = 0;
+  err = persistent_grid(e, cfg, s, max_tiles, &grid);
+  if (err != cudaSuccess) return err;
 
   const int num_k_blocks = (p.t + kBlockK - 1) / kBlockK;
   TensorMaps maps;
@@ -572,16 +588,17 @@ cudaError_t launch_wgrad_kernel(const WgradOperands& p, long long rows_d, long l
       !encode_output_map(&maps.d, p.d, p.out, rows_d, p.n, e))
     return cudaErrorInvalidValue;
 
-  sched.band = choose_band(grid, e.block_m, e.block_n);
+  set_tile_order(&sched, e, cfg, grid);
+  cudaLaunchAttribute cluster_attr = cluster_of_2_attribute();
   // Per-row B scales come through maps.sfb, not GemmKernelArgs::sfb.
   return launch_kernel(e, grid, s, maps, make_kernel_args(nullptr, p.n, num_k_blocks, s.num_stages), sched, epi,
-                       /*attr=*/nullptr, stream);
+                       cfg.multicast == 2 ? &cluster_attr : nullptr, stream);
 }
 
 }  // namespace
 
 cudaError_t launch_fp8_gemm_wgrad(const WgradGemmProblem& p, const GemmConfig& cfg, cudaStream_t stream) {
-  if (!is_compiled_wgrad(cfg)) return cudaErrorInvalidValue;
+  if (!is_compiled_wgrad(cfg, /*k_grouped=*/false)) return cudaErrorInvalidValue;
   if (p.m < 0 || p.n < 0 || p.t <= 0) return cudaErrorInvalidValue;
   if (p.m == 0 || p.n == 0) return cudaSuccess;
   const WgradOperands ops{p.a, p.b, p.sfa, p.sfa_ld, p.sfb, p.sfb_ld, p.d, p.m, p.n, p.t, p.out_dtype};
@@ -601,7 +618,7 @@ cudaError_t launch_fp8_gemm_wgrad(const WgradGemmProblem& p, const GemmConfig& c
 
 cudaError_t launch_fp8_grouped_gemm_wgrad(const GroupedWgradGemmProblem& p, const GemmConfig& cfg,
                                           cudaStream_t stream) {
-  if (!is_compiled_wgrad(cfg)) return cudaErrorInvalidValue;
+  if (!is_compiled_wgrad(cfg, /*k_grouped=*/true)) return cudaErrorInvalidValue;
   if (p.m < 0 || p.n < 0 || p.t <= 0 || p.num_groups < 0) return cudaErrorInvalidValue;
   if (p.m == 0 || p.n == 0 || p.num_groups == 0) return cudaSuccess;  // D is empty
   const WgradOperands ops{p.a, p.b, p.sfa, p.sfa_ld, p.sfb, p.sfb_ld, p.d, p.m, p.n, p.t, p.out_dtype};
