@@ -87,7 +87,8 @@ def _short_k_factor(bm: int, bn: int, k: int, out_dtype) -> float:
 # Sharing B gains nothing anywhere; the 128-row tiles gain little or lose (128x128 at
 # 1024x7168x7168: -2%), so they stay unpaired. The dense wgrad kernel's 256x128 tile (the same
 # loop with per-row B scales): +0.9-1.5% at 7168x7168 and 4096x7168 over 8192 tokens, f32 and bf16
-# out (sharing B: +0-0.5%). The k-grouped wgrad and the grouped kernels run without clusters.
+# out (sharing B: +0-0.5%). The k-grouped wgrad likewise, where the N-blocks pair up; the grouped
+# forward kernels run without clusters.
 _SHARE_A_MIN_K = 1024
 
 
@@ -156,7 +157,7 @@ def pick_grouped(m: int, n: int, k: int, g: int, num_sms: int, *, masked: bool =
 
 
 # (block_m, block_n) pairs compiled for the weight-gradient kernels (dense and k-grouped, f32 and
-# bf16 output; clusters for the dense one only): kCompiledWgradTiles in cuda/gemm/fp8_gemm.h.
+# bf16 output): kCompiledWgradTiles in cuda/gemm/fp8_gemm.h.
 COMPILED_WGRAD_TILES = ((256, 128), (128, 128), (128, 112), (64, 128))
 
 
@@ -169,8 +170,8 @@ def pick_wgrad(m: int, n: int, t: int, num_sms: int, *, g: int = 1,
     tile grid; the tokens only scale the work per tile). The 128-row tiles run the deferred
     promotion loop, the 256-row tile the two-wave loop (measured 2-4% faster than 128x128 dense,
     up to 13% k-grouped: RESULTS.md, session 10); only the k-grouped 64x128 takes the serial
-    one-wave loop (GemmTraits::kExtraRegisters), charged as in `pick`. The dense kernel's 256x128
-    tile runs in CTA pairs sharing A, as in `pick`.
+    one-wave loop (GemmTraits::kExtraRegisters), charged as in `pick`. The 256x128 tile runs in
+    CTA pairs sharing A, as in `pick` (k-grouped: where N has an even number of N-blocks).
     """
     g = max(int(g), 1)
 
@@ -185,4 +186,6 @@ def pick_wgrad(m: int, n: int, t: int, num_sms: int, *, g: int = 1,
             yield bm, bn, g * cdiv(m, bm) * cdiv(n, bn), 1.15 if k_grouped and bm == 64 else 1.0
 
     config = _cheapest(candidates(), num_sms)
-    return config if k_grouped else _share_a_on_256_rows(config, t, num_sms)
+    if k_grouped and cdiv(n, config.block_n) % 2:
+        return config  # k-grouped pairs share A on pairs of N-blocks of one group
+    return _share_a_on_256_rows(config, t, num_sms)

@@ -14,7 +14,7 @@ from conftest import calc_diff, dequant64, gpu, grouped_reference64, randn
 import jax_fp8gemm as fg
 from jax_fp8gemm import _kernels, gemm_config
 from jax_fp8gemm.gemm import gemm_kernel_call
-from jax_fp8gemm.wgrad import gemm_wgrad_kernel_call
+from jax_fp8gemm.wgrad import gemm_wgrad_kernel_call, grouped_gemm_wgrad_kernel_call
 
 pytestmark = [gpu, pytest.mark.gpu]
 
@@ -211,6 +211,32 @@ def test_256_row_tile_pairs_sharing_a(rng, kind, m, n, k):
     assert not np.isnan(outs[0]).any(), "unwritten (poisoned) or NaN outputs"
     ref = dequant64(a, a_s, False) @ dequant64(b, b_s, b_blockwise).T
     assert calc_diff(outs[0], ref) <= 1e-5
+    np.testing.assert_array_equal(outs[0].view(np.uint32), outs[1].view(np.uint32))
+
+
+def test_k_grouped_wgrad_pairs_sharing_a(rng):
+    """The k-grouped wgrad's 256x128 tile in CTA pairs sharing A (8 N-blocks: pairs of one group):
+    unaligned, uneven and empty groups, tokens past the last group. Bit for bit the unpaired
+    kernel, and the float64 reference group by group."""
+    m, n, t, sizes = 1000, 1024, 4112, [1000, 0, 141, 1200, 255, 3, 760, 737]
+    a, a_s = fg.quantize_rowwise(randn(rng, (m, t), jnp.bfloat16))
+    b, b_s = fg.quantize_rowwise(randn(rng, (n, t), jnp.bfloat16))
+    gs = jnp.asarray(sizes, jnp.int32)
+    base = gemm_config.GemmConfig(256, 128, 0, _kernels.num_sms(), 1)
+    paired = gemm_config.GemmConfig(256, 128, 0, _kernels.num_sms(), 2, multicast_a=1)
+    outs = []
+    for config in (paired, base):
+        poison_allocator(len(sizes) * m * n * 4)
+        fn = jax.jit(lambda *ops, config=config: grouped_gemm_wgrad_kernel_call(*ops, config))
+        outs.append(np.asarray(fn(a, a_s, b, b_s, gs)))
+    assert not np.isnan(outs[0]).any(), "unwritten (poisoned) or NaN outputs"
+    af, bf = dequant64(a, a_s, False), dequant64(b, b_s, False)
+    ends = np.cumsum(sizes)
+    for g, (lo, hi) in enumerate(zip(np.concatenate([[0], ends[:-1]]), ends)):
+        if lo == hi:
+            assert np.all(outs[0][g] == 0), f"group {g} is empty"
+        else:
+            assert calc_diff(outs[0][g], af[:, lo:hi] @ bf[:, lo:hi].T) <= 1e-5, f"group {g}"
     np.testing.assert_array_equal(outs[0].view(np.uint32), outs[1].view(np.uint32))
 
 

@@ -13,14 +13,14 @@
 //   --shape=MxNxT time this dense problem only;  --tile=BMxBN: only this tile (with --shape, also a
 //                 64-row one); together they time one kernel, e.g. for tools/ncu_gemm.sh
 //   --out=bf16    time the bf16-output kernels (default FP32)
-//   --multicast=2A|2B  time the dense cases in CTA pairs sharing A / B (default: no clusters)
+//   --multicast=2A|2B  time in CTA pairs sharing A / B (default: no clusters; k-grouped: 2A only)
 //
 // Data (host-generated from a hash of (seed, tensor, row, col), uploaded): A [M, T], B [N, T] are
 // random e4m3 codes with magnitudes 2^-3 .. 30 (never zero, never NaN) -- also on the tokens that
 // belong to no group, so a tile that reads outside its group's k-range shows up; scales are random
 // positive 2^-4 .. 2^4, MN-major with NaN in the padding columns past M / N (never read).
 // Checks per case and configuration (every compiled tile, default pipeline on all SMs + 2 stages on
-// 5 SMs so that each CTA walks many tiles and groups; dense also in CTA pairs sharing A / B):
+// 5 SMs so that each CTA walks many tiles and groups; also in CTA pairs sharing A (and B, dense)):
 //   * D poisoned with 0xFF bytes (NaN) before every run;
 //   * calc_diff <= 1e-5 against the float64 reference and a per-element bound
 //     |x - y| <= 1e-3 * (|y| + rms(ref)), on every element for small cases, on sampled rows x
@@ -161,18 +161,20 @@ struct Checker {
   }
 };
 
-// Every tile on all SMs and with a shallow pipeline on few SMs; the dense kernel also in CTA pairs
-// sharing A and sharing B (on all SMs, and on 6 SMs: 3 pairs walking many tiles).
-std::vector<GemmConfig> configs(bool small, bool dense) {
+// Every tile on all SMs and with a shallow pipeline on few SMs; also in CTA pairs (on all SMs, and
+// on 6 SMs: 3 pairs walking many tiles): the dense kernel sharing A and sharing B, the k-grouped
+// one sharing A where the N-blocks (of n columns) come in pairs.
+std::vector<GemmConfig> configs(bool small, bool dense, int n) {
   std::vector<GemmConfig> v;
   for (const fp8gemm::CompiledTile& t : fp8gemm::kCompiledWgradTiles) {
     v.push_back(GemmConfig{t.block_m, t.block_n, 0, 0, 1});
     if (!small || t.block_m == 128) v.push_back(GemmConfig{t.block_m, t.block_n, 2, 5, 1});
-    if (dense && t.block_m >= 128)
-      for (int share_a : {1, 0}) {
-        v.push_back(GemmConfig{t.block_m, t.block_n, 0, 0, 2, share_a});
-        if (!small) v.push_back(GemmConfig{t.block_m, t.block_n, 2, 6, 2, share_a});
-      }
+    if (t.block_m < 128 || (!dense && ((n + t.block_n - 1) / t.block_n) % 2 != 0)) continue;
+    for (int share_a : {1, 0}) {
+      if (!dense && !share_a) continue;
+      v.push_back(GemmConfig{t.block_m, t.block_n, 0, 0, 2, share_a});
+      if (!small) v.push_back(GemmConfig{t.block_m, t.block_n, 2, 6, 2, share_a});
+    }
   }
   return v;
 }
@@ -255,7 +257,7 @@ void test_dense(int m, int n, int t, bool full) {
   for (size_t i = 0; i < rows.size(); ++i)
     for (size_t j = 0; j < cols.size(); ++j) ref[i * cols.size() + j] = reference(A, B, rows[i], cols[j], 0, t);
 
-  for (const GemmConfig& cfg : configs(full && m * n < (1 << 16), /*dense=*/true)) {
+  for (const GemmConfig& cfg : configs(full && m * n < (1 << 16), /*dense=*/true, n)) {
     auto launch_as = [&](fp8gemm::OutDtype out_dtype) {
       return [&, out_dtype](void* out) {
         const WgradGemmProblem p{A.d_q, B.d_q, A.d_s, A.ld, B.d_s, B.ld, out, m, n, t, out_dtype};
@@ -315,7 +317,7 @@ void test_grouped(int m, int n, int t, const std::vector<int>& sizes, bool full)
   std::string sz;
   for (int i = 0; i < g && i < 8; ++i) sz += (i ? "," : "") + std::to_string(sizes[i]);
   if (g > 8) sz += ",...";
-  for (const GemmConfig& cfg : configs(full && m * n < (1 << 16), /*dense=*/false)) {
+  for (const GemmConfig& cfg : configs(full && m * n < (1 << 16), /*dense=*/false, n)) {
     auto launch_as = [&](fp8gemm::OutDtype out_dtype) {
       return [&, out_dtype](void* out) {
         const GroupedWgradGemmProblem p{A.d_q, B.d_q, A.d_s, A.ld, B.d_s, B.ld, out, m, n, t, g, d_sizes, out_dtype};
@@ -384,13 +386,15 @@ void test_rejections() {
     std::printf("  rejection %-40s FAIL\n", "null group sizes");
     ++g_failures;
   }
-  gp.group_sizes = reinterpret_cast<const int*>(256);
-  if (fp8gemm::launch_fp8_grouped_gemm_wgrad(gp, GemmConfig{128, 128, 0, 0, 2, 1}, 0) != cudaErrorInvalidValue) {
-    std::printf("  rejection %-40s FAIL\n", "k-grouped in CTA pairs");
-    ++g_failures;
-  }
+  gp.group_sizes = reinterpret_cast<const int*>(256);  // N = 128: one N-block, no pairs of them
+  const GemmConfig k_grouped_bad[] = {{128, 128, 0, 0, 2, 1}, {256, 128, 0, 0, 2, 0}};
+  for (const GemmConfig& cfg : k_grouped_bad)
+    if (fp8gemm::launch_fp8_grouped_gemm_wgrad(gp, cfg, 0) != cudaErrorInvalidValue) {
+      std::printf("  rejection %-40s FAIL (%s)\n", "k-grouped in CTA pairs", cfg_name(cfg).c_str());
+      ++g_failures;
+    }
   (void)cudaGetLastError();
-  std::printf("  rejections: %zu cases checked\n", cases.size() + 2);
+  std::printf("  rejections: %zu cases checked\n", cases.size() + 3);
 }
 
 // ------------------------------------------------------------------------------------------------
@@ -419,7 +423,7 @@ struct BenchOptions {
   int runs = 20;
   int m = 0, n = 0, t = 0;     // --shape: one dense problem instead of the default cases
   int tile_m = 0, tile_n = 0;  // --tile: one tile only
-  int multicast = 1, multicast_a = 0;  // --multicast=1|2A|2B: the dense cases' cluster
+  int multicast = 1, multicast_a = 0;  // --multicast=1|2A|2B
   fp8gemm::OutDtype out = fp8gemm::OutDtype::kF32;  // --out=bf16: time the bf16-output kernels
 };
 
@@ -475,7 +479,7 @@ void bench(const BenchOptions& o) {
       std::string best_cfg;
       for (const fp8gemm::CompiledTile& tile : fp8gemm::kCompiledWgradTiles) {
         if (!bench_tile(o, tile)) continue;
-        const GemmConfig cfg{tile.block_m, tile.block_n, 0, 0, 1};
+        const GemmConfig cfg{tile.block_m, tile.block_n, 0, 0, o.multicast, o.multicast_a};
         GroupedWgradGemmProblem p{A.q, B.q, A.s, A.ld, B.s, B.ld, d, m, n, t, g, d_sizes, o.out};
         const double ms =
             median_ms([&] { return fp8gemm::launch_fp8_grouped_gemm_wgrad(p, cfg, 0); }, /*warmup=*/2, runs, flush);
@@ -543,6 +547,7 @@ int main(int argc, char** argv) {
     test_dense(4096, 7168, 4096, false);
     test_grouped(520, 776, 4096, {1024, 0, 128, 1152, 256, 0, 768, 640}, false);
     test_grouped(520, 776, 4096, {1000, 0, 141, 1200, 255, 3, 760, 737}, false);
+    test_grouped(520, 1024, 4096, {1000, 0, 141, 1200, 255, 3, 760, 737}, false);  // pairs: 8 N-blocks
     test_grouped(4096, 7168, 8 * 1024, {1024, 1024, 1024, 1024, 1024, 1024, 1024, 1024}, false);
     std::vector<int> many(33, 128), many_odd(256);
     for (int i = 0; i < 33; i += 4) many[i] = 0;

@@ -251,15 +251,16 @@ cudaError_t persistent_grid(const KernelEntry& e, const GemmConfig& cfg, const L
   return *grid >= 2 ? cudaSuccess : cudaErrorInvalidValue;
 }
 
-// The dense scheduler's tile order for kernel `e` on `grid` CTAs: pairs sharing A walk bands of
-// N-blocks (neighbouring N tiles share the M-block), the others bands of M-blocks.
-void set_tile_order(DenseSchedulerParams* sched, const KernelEntry& e, const GemmConfig& cfg, int grid) {
+// The tile order of kernel `e` on `grid` CTAs (dense and k-grouped wgrad schedulers): pairs
+// sharing A walk bands of N-blocks (neighbouring N tiles share the M-block), the others bands of
+// M-blocks.
+template <class SchedParams>
+void set_tile_order(SchedParams* sched, const KernelEntry& e, const GemmConfig& cfg, int grid) {
   sched->band_on_n = cfg.multicast == 2 && cfg.multicast_a != 0;
   sched->band = sched->band_on_n ? choose_band(grid, e.block_n, e.block_m) : choose_band(grid, e.block_m, e.block_n);
 }
-// The other schedulers band M-blocks (no clusters).
-template <class SchedParams>
-void set_tile_order(SchedParams* sched, const KernelEntry& e, const GemmConfig& /*cfg*/, int grid) {
+// The grouped scheduler bands M-blocks (no clusters).
+void set_tile_order(GroupedSchedulerParams* sched, const KernelEntry& e, const GemmConfig& /*cfg*/, int grid) {
   sched->band = choose_band(grid, e.block_m, e.block_n);
 }
 
@@ -528,7 +529,7 @@ cudaError_t launch_fp8_grouped_gemm(const GroupedGemmProblem& p, const GemmConfi
 // ------------------------------------------------------------------------------------------------
 
 bool is_compiled_wgrad(const GemmConfig& cfg, bool k_grouped) {
-  if (!valid_cluster(cfg) || (k_grouped && cfg.multicast != 1)) return false;
+  if (!valid_cluster(cfg) || (k_grouped && cfg.multicast == 2 && cfg.multicast_a != 1)) return false;
   if (cfg.num_stages < 0 || cfg.num_sms < 0) return false;
   return find_wgrad_entry(cfg.block_m, cfg.block_n, false, OutDtype::kF32) >= 0;
 }
@@ -630,6 +631,8 @@ cudaError_t launch_fp8_grouped_gemm_wgrad(const GroupedWgradGemmProblem& p, cons
   const long long num_tiles = static_cast<long long>(p.num_groups) * ((p.m + e.block_m - 1) / e.block_m) *
                               ((p.n + e.block_n - 1) / e.block_n);
   if (rows_d > INT_MAX - 256 || num_tiles > INT_MAX / 2) return cudaErrorInvalidValue;
+  // Pairs share A on neighbouring N-blocks of one group: every group needs an even number of them.
+  if (cfg.multicast == 2 && ((p.n + e.block_n - 1) / e.block_n) % 2 != 0) return cudaErrorInvalidValue;
   KGroupedWgradSchedulerParams sched;
   sched.sizes = p.group_sizes;
   sched.num_groups = p.num_groups;

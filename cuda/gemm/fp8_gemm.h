@@ -199,8 +199,8 @@ struct GroupedWgradGemmProblem {
   OutDtype out_dtype = OutDtype::kF32;
 };
 
-// Tiles compiled for the wgrad kernels (dense and k-grouped each, f32 and bf16 output; the dense
-// kernel also runs in CTA pairs sharing A or B, the k-grouped one without clusters):
+// Tiles compiled for the wgrad kernels (dense and k-grouped each, f32 and bf16 output; both also
+// run in CTA pairs sharing A, the dense one sharing B too):
 //   256x128  two 64-row waves per math warpgroup (serial promotion), as the forward 256x128: half
 //            the B traffic per FLOP of 128x128; D is staged one 128-row wave at a time (64 KB).
 //   128x128  deferred promotion (k-grouped: with a 28-byte spill per tile, see
@@ -214,7 +214,8 @@ inline constexpr int kNumCompiledWgradTiles =
     static_cast<int>(sizeof(kCompiledWgradTiles) / sizeof(kCompiledWgradTiles[0]));
 
 // True iff (cfg.block_m, cfg.block_n) is a compiled wgrad tile, num_stages / num_sms are not
-// negative and the cluster is valid: pairs (multicast 2, sharing A or B) for the dense kernel only.
+// negative and the cluster is valid: pairs (multicast 2) sharing A or B for the dense kernel,
+// sharing A for the k-grouped one (which then also needs an even number of N-blocks).
 bool is_compiled_wgrad(const GemmConfig& cfg, bool k_grouped);
 
 // Largest number of pipeline stages of a wgrad tile (dense) that fits 227 KB; 0 if not compiled.
@@ -222,8 +223,8 @@ int max_stages_wgrad(int block_m, int block_n, OutDtype out);
 
 // Same contract as launch_fp8_gemm: no allocation, no host synchronisation, no stream queries, TMA
 // descriptors encoded per call; cudaErrorInvalidValue for unsupported shapes/configs (t <= 0,
-// t % 16, a D row not a multiple of 16 bytes, bad alignment, num_stages < 2; k-grouped:
-// multicast != 1).
+// t % 16, a D row not a multiple of 16 bytes, bad alignment, num_stages < 2; k-grouped in CTA
+// pairs: sharing B, or an odd number of N-blocks).
 // m == 0 or n == 0: nothing to do.
 cudaError_t launch_fp8_gemm_wgrad(const WgradGemmProblem& p, const GemmConfig& cfg, cudaStream_t stream);
 

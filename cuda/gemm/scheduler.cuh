@@ -408,13 +408,19 @@ struct GroupedScheduler {
 // all zero), so no separate zero-fill is needed and no group's output is left unwritten.
 // A tile's rows: D rows g * M + [m_block * BLOCK_M, +BLOCK_M) (row_end = g * M + M: the epilogue
 // must mask rows past it, they belong to group g + 1), A / SFA rows m_block * BLOCK_M (TMA reads
-// rows >= M as zeros). No clusters (peer_active = multicast_a = multicast_b = false).
+// rows >= M as zeros).
+// With clusters of 2 (pairs sharing A; the host requires an even number of N-blocks and sets
+// band_on_n) the order inside a group walks bands of N-blocks instead, N fastest, as the dense
+// scheduler's: CTAs 2c and 2c+1 get tiles t and t^1, neighbouring N-blocks of one M-block of one
+// group (every band and every group has an even number of tiles), so they run the same k-range and
+// share A's loads.
 struct KGroupedWgradSchedulerParams {
   const int* sizes;  // device int32 [num_groups]: tokens per group (any values; clamped)
   int num_groups;
   int m, n;
   int t;     // tokens T
-  int band;  // M-blocks per band inside a group (>= 1)
+  int band;  // blocks per band inside a group (>= 1; even with clusters of 2)
+  int band_on_n = 0;  // 0: bands of M-blocks; 1: bands of N-blocks (pairs share A)
 };
 
 template <int BLOCK_M, int BLOCK_N>
@@ -428,9 +434,10 @@ struct KGroupedWgradScheduler {
   int group;      // cursor: the group whose tokens are [group_begin, group_end) (<= the next tile's group)
   int group_begin;
   int group_end;  // both <= T
+  bool paired;    // clusters of 2
 
-  __device__ __forceinline__ KGroupedWgradScheduler(const Params& params, uint32_t /*cluster_size*/)
-      : p(params) {
+  __device__ __forceinline__ KGroupedWgradScheduler(const Params& params, uint32_t cluster_size)
+      : p(params), paired(cluster_size == 2) {
     group = 0;
     group_begin = 0;
     group_end = end_of(0, 0);
@@ -450,7 +457,8 @@ struct KGroupedWgradScheduler {
     const int num_n_blocks = (p.n + BLOCK_N - 1) / BLOCK_N;
     const int tiles_per_group = num_m_blocks * num_n_blocks;
     const int tile = feed.next();
-    if (tile >= tiles_per_group * p.num_groups) return false;  // the host checks this fits int32
+    const int num_tiles = tiles_per_group * p.num_groups;  // the host checks this fits int32
+    if (tile >= num_tiles) return false;
 
     const int g = tile / tiles_per_group;
     while (group < g) {
@@ -459,9 +467,16 @@ struct KGroupedWgradScheduler {
       group_end = end_of(group, group_begin);
     }
 
-    const BandedPosition pos = banded_position(tile - g * tiles_per_group, p.band, num_m_blocks, num_n_blocks);
-    t.m_block = pos.banded;
-    t.n_block = pos.other;
+    const int in_group = tile - g * tiles_per_group;
+    if (p.band_on_n) {
+      const BandedPosition pos = banded_position(in_group, p.band, num_n_blocks, num_m_blocks);
+      t.m_block = pos.other;
+      t.n_block = pos.banded;
+    } else {
+      const BandedPosition pos = banded_position(in_group, p.band, num_m_blocks, num_n_blocks);
+      t.m_block = pos.banded;
+      t.n_block = pos.other;
+    }
     t.group = g;
     t.a_row = t.m_block * BLOCK_M;
     t.row_start = g * p.m + t.a_row;
@@ -470,8 +485,9 @@ struct KGroupedWgradScheduler {
     t.col_start = t.n_block * BLOCK_N;
     t.col_end = p.n;
     t.sfb_offset = 0;
-    t.multicast_a = t.multicast_b = false;
-    t.peer_active = false;
+    t.peer_active = paired && (tile ^ 1) < num_tiles;  // always: the tile count is even
+    t.multicast_a = t.peer_active && p.band_on_n;
+    t.multicast_b = false;
     t.tok_begin = group_begin;
     t.tok_end = group_end;
     t.kb_begin = group_begin / 128;
