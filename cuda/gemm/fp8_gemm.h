@@ -36,9 +36,9 @@ struct GemmConfig {
 // ------------------------------------------------------------------------------------------------
 // Compiled configurations (mirror this list on the Python side).
 //
-// Every (block_m, block_n) pair below is compiled for BOTH output dtypes (bf16, f32). multicast
-// (1 or 2) and num_stages (1 .. max_stages) are runtime parameters of every compiled kernel, so they
-// cost no extra instantiations.
+// Every (block_m, block_n) pair below is compiled for BOTH output dtypes (bf16, f32). The cluster
+// (multicast 1 or 2, and which operand a pair shares) and num_stages (1 .. max_stages) are runtime
+// parameters of every compiled kernel, so they cost no extra instantiations.
 //
 // Why this set (compile time is not the constraint: each tile compiles, both dtypes, in ~4-5 s on
 // one core; the whole gemm library in ~90 s on one core): tiles are chosen for wave quantisation
@@ -55,7 +55,8 @@ struct GemmConfig {
 //          N=2112 -> 11 N-blocks (M=4096: 352 tiles = 2.67 waves; DeepGEMM's pick there).
 //   block_m = 256 (two math warpgroups, two 64-row waves each, serial promotion), block_n = 128:
 //          half the B traffic per FLOP of 128x128 (L2 -> SM bandwidth is what 128-row tiles run
-//          into on the H100); bf16 output (f32: compiled, not offered until measured).
+//          into on the H100); bf16 output (f32: compiled, not offered until measured). Runs in CTA
+//          pairs sharing A from K = 1024 (+0.7-2.3%; jax_fp8gemm/gemm_config.py).
 //     (A tile may touch at most two 128-wide B-scale blocks: BLOCK_N <= 128 + gcd(BLOCK_N, 128);
 //      so 176 or 208 are impossible.)
 //   block_m = 64 (one math warpgroup: decode / small M, memory-bound on B):
@@ -63,7 +64,7 @@ struct GemmConfig {
 //             N=4096 -> 128 / 64 tiles per M-block). (16 was measured: no faster at 64x2112x7168,
 //             where 132 tiles fill the SMs, and slower elsewhere: the math loop's per-k-block
 //             latency, not the streaming of B, bounds these shapes.)
-//     128     M in (64, 128]: 2 M-blocks x N/128, with multicast=2 sharing each B tile load.
+//     128     M in (64, 128]: 2 M-blocks x N/128 (pairs sharing B measured no faster: unpaired).
 // Shared memory (max_stages, bf16 / f32 out): 128x112 6/5, 128x128 5/5, 128x144 5/4, 128x160 5/4, 128x192 4/3,
 // 256x128 3/2, 64x32 18/17, 64x64 13/12, 64x128 8/8.
 // ------------------------------------------------------------------------------------------------
