@@ -107,7 +107,15 @@ def same(x, y):
 
 def close(x, y, bar=1e-6):
     d = calc_diff(x, y)
-    assert d <= bar, f"calc_diff {d:.3g} > {bar}"
+    assert d <= bar, f"calc_diff {d:.3g} > {bar} (seed {SEED})"
+
+
+# Gradients of a sharded FP8 step against the unsharded one. A psummed contraction adds its
+# partial sums in another order (f32), and the backward re-quantizes what depends on them to e4m3:
+# an element next to a rounding boundary moves by a whole e4m3 step. On random data a few such
+# flips reach 1e-6 now and then (CI, fp8_mlp_train_layouts: 1.0e-6 once in many runs); a layout
+# bug gives ~1e-1.
+GRAD_BAR = 1e-5
 
 
 def spec_of(x):
@@ -380,7 +388,7 @@ def fp8_dot_train_layouts():
         assert_hlo(forward, *args, allow=forward_allow)
         got = run(step, *args)
         for g, r in zip(got, want):
-            close(g, r, 1e-6)
+            close(g, r, GRAD_BAR)
         assert spec_of(got[1]) == spec_of(args[0]), (sx, got[1].sharding)
         assert spec_of(got[2]) == spec_of(args[1]), (sw, got[2].sharding)
         assert_hlo(step, *args, allow=("all-reduce",))
@@ -403,7 +411,7 @@ def fp8_mlp_train_layouts():
         args = (put(x, sx), put(w_up, sa), put(w_down, sb))
         got = run(step, *args)
         for g, r in zip(got, want):
-            close(g, r, 1e-6)
+            close(g, r, GRAD_BAR)
         for g, a in zip(got[1:], args):
             assert spec_of(g) == spec_of(a), (sx, sa, sb, g.sharding)
         assert_hlo(step, *args, allow=("all-reduce",))
@@ -440,7 +448,7 @@ def odd_shapes():
         x, w = randn((m, k)), randn((k, n), 0.05)
         got, want = grad(put(x, sx, mesh), put(w, sw, mesh)), grad(x, w)
         for a, b in zip(jax.tree.leaves(got), jax.tree.leaves(want)):
-            close(a, b, 1e-6)
+            close(a, b, GRAD_BAR)
     a, a_s = fg.quantize_rowwise(randn((24, 256)))
     b, b_s = fg.quantize_blockwise(randn((1, 72, 256)))
     gs = jnp.asarray([20], jnp.int32)
@@ -527,8 +535,8 @@ def explicit_mesh():
             assert jax.typeof(gx).sharding.spec == jax.typeof(xs).sharding.spec
             assert jax.typeof(gw).sharding.spec == jax.typeof(ws).sharding.spec
             close(value, want[0], 1e-10)
-            close(gx, want[1][0], 1e-6)
-            close(gw, want[1][1], 1e-6)
+            close(gx, want[1][0], GRAD_BAR)
+            close(gw, want[1][1], GRAD_BAR)
 
 
 # ------------------------------------------------------------------ expert-parallel MoE
