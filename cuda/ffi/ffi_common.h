@@ -58,7 +58,7 @@ inline bool is_mn_major_scales(ffi::Span<const int64_t> dims, int64_t k, int64_t
 }
 
 inline GemmConfig gemm_config(int64_t block_m, int64_t block_n, int64_t num_stages, int64_t num_sms,
-                              int64_t multicast, int64_t multicast_a = 0) {
+                              int64_t multicast, int64_t multicast_a) {
   return GemmConfig{int(block_m), int(block_n), int(num_stages), int(num_sms), int(multicast), int(multicast_a)};
 }
 
@@ -72,21 +72,15 @@ inline auto bind_gemm_operands() {
       .Arg<ffi::Buffer<ffi::F32>>();  // sfb
 }
 
-// ... and ends with the tile configuration attributes ...
+// ... and ends with the attributes of the configuration (GemmConfig: tile, pipeline, grid and
+// cluster; jax_fp8gemm/gemm_config.py's GemmConfig.attributes() gives all six).
 template <class Binding>
-auto bind_tile_attrs(Binding&& binding) {
+auto bind_config_attrs(Binding&& binding) {
   return std::forward<Binding>(binding)
       .template Attr<int64_t>("block_m")
       .template Attr<int64_t>("block_n")
       .template Attr<int64_t>("num_stages")
-      .template Attr<int64_t>("num_sms");
-}
-
-// ... and, for the forward GEMMs (dense and grouped), the cluster: GemmConfig's multicast and
-// multicast_a (jax_fp8gemm/gemm_config.py's GemmConfig.attributes() gives all six).
-template <class Binding>
-auto bind_tile_and_cluster_attrs(Binding&& binding) {
-  return bind_tile_attrs(std::forward<Binding>(binding))
+      .template Attr<int64_t>("num_sms")
       .template Attr<int64_t>("multicast")
       .template Attr<int64_t>("multicast_a");
 }

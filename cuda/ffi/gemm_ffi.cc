@@ -40,8 +40,7 @@ ffi::Error Fp8Gemm(cudaStream_t stream, ffi::AnyBuffer a, ffi::Buffer<ffi::F32> 
 }  // namespace
 
 XLA_FFI_DEFINE_HANDLER_SYMBOL(kFp8Gemm, Fp8Gemm,
-                              ffi_util::bind_tile_and_cluster_attrs(
-                                  ffi_util::bind_gemm_operands().Ret<ffi::AnyBuffer>()),
+                              ffi_util::bind_config_attrs(ffi_util::bind_gemm_operands().Ret<ffi::AnyBuffer>()),
                               {ffi::Traits::kCmdBufferCompatible});
 
 }  // namespace fp8gemm

@@ -107,14 +107,13 @@ ffi::Error GroupedGemmMasked(cudaStream_t stream, ffi::AnyBuffer a, ffi::Buffer<
 
 // (stream, a, sfa, b, sfb, group sizes) -> d (masked) or (d, workspace) (contiguous).
 auto grouped_binding_masked() {
-  return ffi_util::bind_tile_and_cluster_attrs(
-      ffi_util::bind_gemm_operands().Arg<ffi::Buffer<ffi::S32>>().Ret<ffi::AnyBuffer>());
+  return ffi_util::bind_config_attrs(ffi_util::bind_gemm_operands().Arg<ffi::Buffer<ffi::S32>>().Ret<ffi::AnyBuffer>());
 }
 auto grouped_binding() {
-  return ffi_util::bind_tile_and_cluster_attrs(ffi_util::bind_gemm_operands()
-                                                   .Arg<ffi::Buffer<ffi::S32>>()
-                                                   .Ret<ffi::AnyBuffer>()
-                                                   .Ret<ffi::Buffer<ffi::S32>>());
+  return ffi_util::bind_config_attrs(ffi_util::bind_gemm_operands()
+                                         .Arg<ffi::Buffer<ffi::S32>>()
+                                         .Ret<ffi::AnyBuffer>()
+                                         .Ret<ffi::Buffer<ffi::S32>>());
 }
 
 }  // namespace

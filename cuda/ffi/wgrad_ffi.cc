@@ -86,14 +86,13 @@ ffi::Error GroupedGemmWgrad(cudaStream_t stream, ffi::AnyBuffer a, ffi::Buffer<f
 }  // namespace
 
 XLA_FFI_DEFINE_HANDLER_SYMBOL(kFp8GemmWgrad, GemmWgrad,
-                              ffi_util::bind_tile_and_cluster_attrs(
-                                  ffi_util::bind_gemm_operands().Ret<ffi::AnyBuffer>()),
+                              ffi_util::bind_config_attrs(ffi_util::bind_gemm_operands().Ret<ffi::AnyBuffer>()),
                               {ffi::Traits::kCmdBufferCompatible});
 
 XLA_FFI_DEFINE_HANDLER_SYMBOL(kFp8GroupedGemmWgrad, GroupedGemmWgrad,
-                              ffi_util::bind_tile_and_cluster_attrs(ffi_util::bind_gemm_operands()
-                                                                        .Arg<ffi::Buffer<ffi::S32>>()
-                                                                        .Ret<ffi::AnyBuffer>()),
+                              ffi_util::bind_config_attrs(ffi_util::bind_gemm_operands()
+                                                              .Arg<ffi::Buffer<ffi::S32>>()
+                                                              .Ret<ffi::AnyBuffer>()),
                               {ffi::Traits::kCmdBufferCompatible});
 
 }  // namespace fp8gemm
