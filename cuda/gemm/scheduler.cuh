@@ -143,21 +143,61 @@ class TileReader {
   int taken_ = 0;
 };
 
+// Division by a divisor fixed for the kernel, as a multiply-high and a shift (Granlund-Montgomery):
+// a scheduler's next() runs once per tile on the path between two tiles' math, where two runtime
+// integer divisions (~20 dependent instructions each, through the uniform datapath) cost ~0.3 us
+// (tools/timeline.sh). Set up once per thread (one 64-bit division); quotients of 0 <= n < 2^31.
+struct FastDiv {
+  uint32_t divisor = 1, multiplier = 0, shift = 0;  // divisor 1: multiplier 0 (quotient = n)
+  FastDiv() = default;
+  __device__ __forceinline__ explicit FastDiv(int d) : divisor(static_cast<uint32_t>(d)) {
+    if (divisor > 1) {
+      const uint32_t log2_ceil = 32u - static_cast<uint32_t>(__clz(static_cast<int>(divisor - 1)));
+      const uint32_t p = 31u + log2_ceil;  // m = ceil(2^p / d) < 2^32
+      multiplier = static_cast<uint32_t>(((1ull << p) + divisor - 1) / divisor);
+      shift = p - 32u;
+    }
+  }
+  __device__ __forceinline__ int div(int n) const {
+    return divisor > 1 ? static_cast<int>(__umulhi(static_cast<uint32_t>(n), multiplier) >> shift) : n;
+  }
+};
+
 // Block coordinates of tile `index` of a num_banded x num_other grid walked band by band, `band`
 // blocks of the banded axis per band, the banded axis fastest inside a band (the order is explained
-// at DenseScheduler, which also splits odd bands for CTA pairs). The grouped schedulers use it
-// inside a group.
+// at DenseScheduler, which also splits odd bands for CTA pairs). The dense and grouped schedulers
+// use it (inside a group for the grouped one, whose num_banded varies from group to group); both
+// divisions are by divisors fixed for the kernel except in a last, shorter band.
 struct BandedPosition {
   int banded, other;
 };
-__device__ __forceinline__ BandedPosition banded_position(int index, int band, int num_banded, int num_other) {
-  const int tiles_per_band = band * num_other;
-  const int b = index / tiles_per_band;
-  const int first = b * band;
-  const int in_band = index - b * tiles_per_band;
-  const int rows = min(band, num_banded - first);
-  return {first + in_band % rows, in_band / rows};
-}
+// The plain division, for schedulers whose state must stay small (below).
+struct PlainDiv {
+  int divisor = 1;
+  PlainDiv() = default;
+  __device__ __forceinline__ explicit PlainDiv(int d) : divisor(d) {}
+  __device__ __forceinline__ int div(int n) const { return n / divisor; }
+};
+template <class Div>
+struct BandedOrderWith {
+  int band, num_other;
+  Div per_band;  // band * num_other tiles per band
+  Div in_band;   // band
+  BandedOrderWith() = default;
+  __device__ __forceinline__ BandedOrderWith(int band_, int num_other_)
+      : band(band_), num_other(num_other_), per_band(band_ * num_other_), in_band(band_) {}
+  // Position of `index` in a band of `rows` blocks (rows <= band) that starts at block `first`.
+  __device__ __forceinline__ BandedPosition in_band_position(int index_in_band, int first, int rows) const {
+    const int other = rows == band ? in_band.div(index_in_band) : index_in_band / rows;
+    return {first + index_in_band - other * rows, other};
+  }
+  __device__ __forceinline__ BandedPosition position(int index, int num_banded) const {
+    const int b = per_band.div(index);
+    const int first = b * band;
+    return in_band_position(index - b * (band * num_other), first, min(band, num_banded - first));
+  }
+};
+using BandedOrder = BandedOrderWith<FastDiv>;
 
 // Dense GEMM: tiles of BLOCK_M x BLOCK_N over [M, N], walked in an L2-friendly order.
 //
@@ -187,8 +227,8 @@ struct DenseScheduler {
 
   int num_m_blocks, num_n_blocks, num_tiles;
   int num_banded, num_other;  // blocks along the banded axis and along the other one
-  int band;
   bool paired;       // clusters of 2 (multicast-capable)
+  BandedOrder order;
   Params p;
 
   __device__ __forceinline__ DenseScheduler(const Params& params, uint32_t cluster_size) : p(params) {
@@ -197,8 +237,8 @@ struct DenseScheduler {
     num_tiles = num_m_blocks * num_n_blocks;
     num_banded = params.band_on_n ? num_n_blocks : num_m_blocks;
     num_other = params.band_on_n ? num_m_blocks : num_n_blocks;
-    band = params.band > 0 ? params.band : 1;
     paired = cluster_size == 2;
+    order = BandedOrder(params.band > 0 ? params.band : 1, num_other);
   }
 
   template <class Feed>
@@ -206,10 +246,10 @@ struct DenseScheduler {
     const int tile = feed.next();
     if (tile >= num_tiles) return false;
 
-    const int tiles_per_band = band * num_other;
-    const int b = tile / tiles_per_band;
+    const int band = order.band;
+    const int b = order.per_band.div(tile);
     int first = b * band;
-    int in_band = tile - b * tiles_per_band;
+    int in_band = tile - b * (band * num_other);
     int rows = min(band, num_banded - first);
 
     // An odd-height (last) band breaks the (t, t^1) pairing: split it into an even part and a
@@ -226,10 +266,9 @@ struct DenseScheduler {
       }
     }
 
-    const int banded_block = first + in_band % rows;
-    const int other_block = in_band / rows;
-    t.m_block = p.band_on_n ? other_block : banded_block;
-    t.n_block = p.band_on_n ? banded_block : other_block;
+    const BandedPosition pos = order.in_band_position(in_band, first, rows);
+    t.m_block = p.band_on_n ? pos.other : pos.banded;
+    t.n_block = p.band_on_n ? pos.banded : pos.other;
     t.group = 0;
     t.row_start = t.m_block * BLOCK_M;
     t.row_end = p.m;
@@ -289,6 +328,7 @@ struct GroupedScheduler {
 
   Params p;
   int num_n_blocks;
+  BandedOrder order;  // inside a group
   // Cursor: the group that contains (or precedes) this CTA's next tile.
   int group;             // == p.num_groups: past the last group
   int group_first_tile;  // index of the group's first tile
@@ -299,6 +339,7 @@ struct GroupedScheduler {
 
   __device__ __forceinline__ GroupedScheduler(const Params& params, uint32_t /*cluster_size*/) : p(params) {
     num_n_blocks = (params.n + BLOCK_N - 1) / BLOCK_N;
+    order = BandedOrder(params.band, num_n_blocks);
     group_first_tile = 0;
     const int first = load_size(0);
     ahead0 = load_size(1), ahead1 = load_size(2), ahead2 = load_size(3), ahead3 = load_size(4);
@@ -371,7 +412,7 @@ struct GroupedScheduler {
       advance_group();
     }
 
-    const BandedPosition pos = banded_position(tile - group_first_tile, p.band, group_m_blocks, num_n_blocks);
+    const BandedPosition pos = order.position(tile - group_first_tile, group_m_blocks);
     t.m_block = pos.banded;
     t.n_block = pos.other;
     t.group = group;
@@ -468,15 +509,13 @@ struct KGroupedWgradScheduler {
     }
 
     const int in_group = tile - g * tiles_per_group;
-    if (p.band_on_n) {
-      const BandedPosition pos = banded_position(in_group, p.band, num_n_blocks, num_m_blocks);
-      t.m_block = pos.other;
-      t.n_block = pos.banded;
-    } else {
-      const BandedPosition pos = banded_position(in_group, p.band, num_m_blocks, num_n_blocks);
-      t.m_block = pos.banded;
-      t.n_block = pos.other;
-    }
+    // Plain divisions: the math warpgroups hold this scheduler's state next to two accumulator
+    // arrays (the fast divisors' six registers made the 256x128 f32 kernel spill 48 bytes more),
+    // and its tiles are long (a group's tokens), so the divisions' ~0.3 us hardly count.
+    const BandedOrderWith<PlainDiv> order(p.band, p.band_on_n ? num_m_blocks : num_n_blocks);
+    const BandedPosition pos = order.position(in_group, p.band_on_n ? num_n_blocks : num_m_blocks);
+    t.m_block = p.band_on_n ? pos.other : pos.banded;
+    t.n_block = p.band_on_n ? pos.banded : pos.other;
     t.group = g;
     t.a_row = t.m_block * BLOCK_M;
     t.row_start = g * p.m + t.a_row;
