@@ -41,6 +41,7 @@
 
 #include "gemm/fp8_gemm.h"
 #include "harness_common.cuh"
+#include "timeline_summary.h"
 
 using fp8gemm::GemmConfig;
 using fp8gemm::GemmProblem;
@@ -370,6 +371,10 @@ void bench_shape(const HostData& h, DeviceData& dd, const std::vector<Variant>& 
     std::printf("  bench %-18s %-30s %9.1f us %8.1f TFLOP/s %8.1f GB/s\n", shape, v.name().c_str(), sec * 1e6,
                 flops / sec * 1e-12, bytes / sec * 1e-9);
     std::fflush(stdout);
+#ifdef FP8GEMM_EXPERIMENT_TIMELINE
+    CUDA_CHECK(cudaMemset(flush.buf, 1, flush.bytes));
+    print_timeline(v.name().c_str(), [&] { return fp8gemm::launch_fp8_gemm(p, v.cfg, 0); });
+#endif
   }
 }
 

@@ -20,6 +20,19 @@ FP8GEMM_COMPILED_GROUPED_TILES(FP8GEMM_EXTERN_GROUPED_TILE)
 FP8GEMM_COMPILED_WGRAD_TILES(FP8GEMM_EXTERN_WGRAD_TILE)
 
 namespace fp8gemm {
+
+#ifdef FP8GEMM_EXPERIMENT_TIMELINE
+// The timeline buffer of every launch (gemm/timeline.cuh; harness-only builds), allocated once.
+unsigned long long* experiment_timeline_buffer() {
+  static unsigned long long* buf = [] {
+    unsigned long long* p = nullptr;
+    cudaMalloc(&p, sizeof(unsigned long long) * timeline::kPerCta * timeline::kMaxCtas);
+    return p;
+  }();
+  return buf;
+}
+#endif
+
 namespace {
 
 using detail::KernelEntry;
@@ -324,6 +337,9 @@ struct TensorMaps {
 GemmKernelArgs make_kernel_args(const float* sfb, int n, int num_k_blocks, int num_stages,
                                 int sfb_staged_floats = 0) {
   GemmKernelArgs args;
+#ifdef FP8GEMM_EXPERIMENT_TIMELINE
+  args.timeline = experiment_timeline_buffer();
+#endif
   args.sfb_staged_floats = sfb_staged_floats;
   args.sfb = sfb;
   args.n = n;

@@ -45,6 +45,7 @@
 #include "gemm/epilogue.cuh"
 #include "gemm/fp8_gemm.h"
 #include "gemm/scheduler.cuh"
+#include "gemm/timeline.cuh"
 
 namespace fp8gemm {
 
@@ -201,6 +202,9 @@ struct GemmKernelArgs {
   // of every stage's A tile are zeroed once at the start and never loaded, because boxes mostly
   // outside the tensor cost TMA time (1x2112x7168 ran 20.7 us, 64x2112x7168 15.1; trimmed: 16.5).
   int a_box_rows = 0;
+#ifdef FP8GEMM_EXPERIMENT_TIMELINE
+  unsigned long long* timeline = nullptr;  // gemm/timeline.cuh (harness-only)
+#endif
 };
 
 namespace detail {
@@ -352,6 +356,7 @@ __global__ void __launch_bounds__(GemmTraits<BLOCK_M, BLOCK_N, Epilogue, kPerRow
   const uint32_t lane = ptx::lane_id();
   const uint32_t cluster_size = ptx::cluster_num_ctas();  // 1, or 2 with TMA multicast
   const uint32_t cta_rank = ptx::cluster_cta_rank();
+  FP8GEMM_TIMELINE_HEADER(threadIdx.x == 0, 0, 2);
 
   if (warp_idx == 0 && ptx::elect_one()) {
     ptx::prefetch_tensor_map(&tmap_a);
@@ -403,7 +408,11 @@ __global__ void __launch_bounds__(GemmTraits<BLOCK_M, BLOCK_N, Epilogue, kPerRow
       TilePoster feed(tile_ring, tile_counter);
       TileInfo tile;
       uint32_t stage = 0, phase = 0;
+      [[maybe_unused]] int timeline_tile = 0;
       while (scheduler.next(tile, feed)) {
+        // Timeline events (harness-only): 0 tile start, 1 / 3 first / second k-block's stage free
+        // (its loads are issued next), 2 last k-block issued.
+        FP8GEMM_TIMELINE_MARK(true, timeline::kProducerRole, timeline_tile, 0);
         int kb_begin = 0, kb_end = num_k_blocks;
         if constexpr (kTileKRange) kb_begin = tile.kb_begin, kb_end = tile.kb_end;
         // Boxes of A (and of its scales) per stage: one per wave the tile runs (kLoadPerWave).
@@ -417,6 +426,8 @@ __global__ void __launch_bounds__(GemmTraits<BLOCK_M, BLOCK_N, Epilogue, kPerRow
           // contents. On the first pass over the ring, parity phase^1 = 1 refers to the phase
           // "before" the barrier's first one, which counts as complete: no wait.
           ptx::mbar_wait(&empty_bar[stage], phase ^ 1);
+          FP8GEMM_TIMELINE_MARK(kb == kb_begin, timeline::kProducerRole, timeline_tile, 1);
+          FP8GEMM_TIMELINE_MARK(kb == kb_begin + 1, timeline::kProducerRole, timeline_tile, 3);
           uint64_t* bar = &full_bar[stage];
           if constexpr (kTileKRange)
             if (detail::shares_block(tile, kb)) bar = &loaded_bar[stage];  // the masking warps finish it
@@ -449,6 +460,8 @@ __global__ void __launch_bounds__(GemmTraits<BLOCK_M, BLOCK_N, Epilogue, kPerRow
           }
           if (++stage == static_cast<uint32_t>(num_stages)) stage = 0, phase ^= 1;
         }
+        FP8GEMM_TIMELINE_MARK(true, timeline::kProducerRole, timeline_tile, 2);
+        ++timeline_tile;
       }
       // With a cluster, the peer's consumers arrive on OUR empty barriers (and their producer
       // multicasts into our shared memory). Before this CTA may exit, wait until every stage has
@@ -639,7 +652,13 @@ __global__ void __launch_bounds__(GemmTraits<BLOCK_M, BLOCK_N, Epilogue, kPerRow
 
     bool has_tile = scheduler.next(tile, feed);
     if (has_tile) prefetch_sfb(tile);
+    // Timeline events (harness-only), by thread 0 of each math warpgroup: 0 tile start, 1 B scales
+    // staged, 2 / 7 first / second k-block's data ready (two-wave loop), 3 k-loop done, 4 next tile
+    // fetched, 5 / 6 after the first / second store().
+    [[maybe_unused]] int timeline_tile = 0;
+    [[maybe_unused]] const bool timeline_thread = tid_in_wg == 0;
     while (has_tile) {
+      FP8GEMM_TIMELINE_MARK(timeline_thread, wg, timeline_tile, 0);
       // Rows of this warpgroup beyond the tile's valid rows: no output (and in the serial loop no
       // math either; stages are consumed all the same).
       const bool active = tile.row_start + wg * 64 < tile.row_end;
@@ -666,6 +685,7 @@ __global__ void __launch_bounds__(GemmTraits<BLOCK_M, BLOCK_N, Epilogue, kPerRow
           sfb_tile[sfb_target(i)] = __ldg(sfb_source(tile, i));
         ptx::named_barrier_sync(kMathBarrierId, Traits::kNumMathThreads);
       }
+      FP8GEMM_TIMELINE_MARK(timeline_thread, wg, timeline_tile, 1);
       float sfb0_next = 0.f, sfb1_next = 0.f;
       const float* const sfb0 = sfb_source(tile, 0);
       const float* const sfb1 = sfb_source(tile, num_k_blocks);
@@ -794,6 +814,8 @@ __global__ void __launch_bounds__(GemmTraits<BLOCK_M, BLOCK_N, Epilogue, kPerRow
             float sfb, unused;
             tile_sfb(kb, sfb, unused);
             ptx::mbar_wait(&full_bar[stage], phase);
+            FP8GEMM_TIMELINE_MARK(timeline_thread && kb == 0, wg, timeline_tile, 2);
+            FP8GEMM_TIMELINE_MARK(timeline_thread && kb == 1, wg, timeline_tile, 7);
 #pragma unroll
             for (int wave = 0; wave < kWaves; ++wave) {
               float sfa0, sfa1;
@@ -852,6 +874,7 @@ __global__ void __launch_bounds__(GemmTraits<BLOCK_M, BLOCK_N, Epilogue, kPerRow
           serial_loop(std::integral_constant<int, kNumAcc / 4>{});
       }
 
+      FP8GEMM_TIMELINE_MARK(timeline_thread, wg, timeline_tile, 3);
       // Staging tiles: the next tile, and its B scales' global loads, before this tile's epilogue
       // (which hides their latency); the others after it (fewer live registers in the epilogue).
       TileInfo next_tile = tile;
@@ -860,15 +883,20 @@ __global__ void __launch_bounds__(GemmTraits<BLOCK_M, BLOCK_N, Epilogue, kPerRow
         has_next = scheduler.next(next_tile, feed);
         if (has_next) prefetch_sfb(next_tile);
       }
+      FP8GEMM_TIMELINE_MARK(timeline_thread, wg, timeline_tile, 4);
 
       if (active) Epilogue::store(out, smem_d, &tmap_d, tile, wg, /*slice=*/wg, tid_in_wg, epi_params);
+      FP8GEMM_TIMELINE_MARK(timeline_thread, wg, timeline_tile, 5);
       if constexpr (kNumWaves > 1)
         if (active1) Epilogue::store(out1, smem_d, &tmap_d, tile, wg, /*slice=*/2 + wg, tid_in_wg, epi_params);
+      FP8GEMM_TIMELINE_MARK(timeline_thread, wg, timeline_tile, 6);
       if constexpr (!kStageSfb) has_next = scheduler.next(next_tile, feed);
       tile = next_tile;
       has_tile = has_next;
+      ++timeline_tile;
     }
     Epilogue::finish(tid_in_wg);
+    FP8GEMM_TIMELINE_HEADER(timeline_thread && wg == 0, 1, 3);
   }
 #endif
 }

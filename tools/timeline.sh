@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Per-tile timeline of the dense kernel (cuda/gemm/timeline.cuh): builds the dense harness with
+# -DFP8GEMM_EXPERIMENT_TIMELINE and, for each shape, prints its timing and where a tile's time
+# goes (B-scale staging, waiting for data, the k-loop, the epilogue's two stores; the producer's
+# waits). Run on a lent Hopper machine from the repo root; logs to $OUT/timeline.log.
+#   tools/timeline.sh [MxNxK ...]   (default: the M = 4096 shapes of SPEC's dense table)
+# Environment: TILE (default 256x128), MULTICAST (default "1 2A").
+set -uo pipefail
+cd "$(dirname "$0")/.." || exit 1
+OUT=${OUT:-/tmp/timeline_out}
+mkdir -p "$OUT"
+log="$OUT/timeline.log"
+shapes=("$@")
+[[ ${#shapes[@]} -gt 0 ]] || shapes=(4096x32768x512 4096x24576x1536 4096x7168x2048 4096x4096x7168 4096x7168x16384)
+NVCC=(nvcc -gencode=arch=compute_90a,code=sm_90a -O3 -std=c++17 --expt-relaxed-constexpr -Icuda -Itools
+      -DFP8GEMM_EXPERIMENT_TIMELINE)
+dir=/tmp/objs_timeline bin=/tmp/gemm_timeline objs=()
+mkdir -p "$dir"
+for f in cuda/gemm/*.cu; do
+  o=$dir/$(basename "$f" .cu).o; objs+=("$o")
+  "${NVCC[@]}" -c "$f" -o "$o" &
+done
+wait
+"${NVCC[@]}" tools/gemm_standalone_test.cu "${objs[@]}" -o "$bin" || exit 1
+: > "$log"
+for shape in "${shapes[@]}"; do
+  for mc in ${MULTICAST:-1 2A}; do
+    "$bin" --bench-only --normal --tile="${TILE:-256x128}" --multicast="$mc" --shape="$shape" --runs=20 \
+      | grep -E "^  (bench|timeline|  )" >> "$log"
+  done
+done
+cat "$log"

@@ -1,0 +1,115 @@
+// Harness-only: prints where a GEMM kernel's tiles spend their time, from the per-tile timeline
+// that a -DFP8GEMM_EXPERIMENT_TIMELINE build records (cuda/gemm/timeline.cuh). Averages over all
+// CTAs and over each CTA's tiles except its first and last (start-up and drain), in ns.
+#pragma once
+#ifdef FP8GEMM_EXPERIMENT_TIMELINE
+
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <vector>
+
+#include "cuda_check.h"
+#include "gemm/timeline.cuh"
+
+namespace fp8gemm {
+unsigned long long* experiment_timeline_buffer();  // cuda/gemm/fp8_gemm.cu (timeline builds)
+}
+
+// Runs `launch` once (after clearing the buffer) and prints the summary.
+template <class Launch>
+void print_timeline(const char* label, const Launch& launch) {
+  namespace tl = fp8gemm::timeline;
+  unsigned long long* dbuf = fp8gemm::experiment_timeline_buffer();
+  const size_t count = static_cast<size_t>(tl::kPerCta) * tl::kMaxCtas;
+  CUDA_CHECK(cudaMemset(dbuf, 0, count * sizeof(unsigned long long)));
+  CUDA_CHECK(launch());
+  CUDA_CHECK(cudaDeviceSynchronize());
+  std::vector<unsigned long long> h(count);
+  CUDA_CHECK(cudaMemcpy(h.data(), dbuf, count * sizeof(unsigned long long), cudaMemcpyDeviceToHost));
+
+  // Sums of per-tile intervals (ns) per role; names of the intervals between events.
+  constexpr int kMathIntervals = 8, kProdIntervals = 3;
+  const char* math_names[kMathIntervals] = {"B scales", "wait data", "k-loop", "next tile", "store 1",
+                                            "store 2",  "to next",   "whole tile"};
+  const char* prod_names[kProdIntervals] = {"wait stage", "issue k-blocks", "to next"};
+  double math_sum[2][kMathIntervals] = {}, prod_sum[kProdIntervals] = {}, cross_sum[4] = {};
+  long long cross_n = 0, cross2_n = 0;
+  long long math_n[2] = {}, prod_n = 0;
+  double first_data[2] = {};
+  long long first_n[2] = {};
+  unsigned long long t0 = ~0ull, t_end = 0, start_max = 0;
+  double span_sum = 0, ghz_sum = 0;
+  int ctas = 0, tiles_max = 0;
+  for (int c = 0; c < tl::kMaxCtas; ++c) {
+    const unsigned long long* row = h.data() + static_cast<size_t>(c) * tl::kPerCta;
+    if (row[0] == 0 || row[1] == 0) continue;
+    const double ghz = static_cast<double>(row[3] - row[2]) / static_cast<double>(row[1] - row[0]);
+    ++ctas, ghz_sum += ghz, span_sum += static_cast<double>(row[1] - row[0]);
+    t0 = std::min(t0, row[0]), t_end = std::max(t_end, row[1]), start_max = std::max(start_max, row[0]);
+    auto ev = [&](int role, int tile, int e) { return row[tl::kHeader + (role * tl::kMaxTiles + tile) * tl::kEvents + e]; };
+    auto ns = [&](unsigned long long a, unsigned long long b) { return static_cast<double>(b - a) / ghz; };
+    for (int role = 0; role < 2; ++role) {
+      int n = 0;
+      while (n < tl::kMaxTiles && ev(role, n, 0) != 0) ++n;
+      tiles_max = std::max(tiles_max, n);
+      if (n > 0 && ev(role, 0, 2) != 0) first_data[role] += ns(ev(role, 0, 0), ev(role, 0, 2)), ++first_n[role];
+      for (int t = 1; t + 1 < n; ++t) {
+        if (ev(role, t, 2) == 0) continue;  // no event 2: not a two-wave tile
+        const unsigned long long e[8] = {ev(role, t, 0), ev(role, t, 1), ev(role, t, 2), ev(role, t, 3),
+                                         ev(role, t, 4), ev(role, t, 5), ev(role, t, 6), ev(role, t + 1, 0)};
+        for (int i = 0; i < 7; ++i) math_sum[role][i] += ns(e[i], e[i + 1]);
+        math_sum[role][7] += ns(e[0], e[7]);
+        ++math_n[role];
+      }
+    }
+    int n = 0;
+    while (n < tl::kMaxTiles && ev(tl::kProducerRole, n, 0) != 0) ++n;
+    for (int t = 1; t + 1 < n; ++t) {
+      prod_sum[0] += ns(ev(2, t, 0), ev(2, t, 1));
+      prod_sum[1] += ns(ev(2, t, 1), ev(2, t, 2));
+      prod_sum[2] += ns(ev(2, t, 2), ev(2, t + 1, 0));
+      ++prod_n;
+      // One SM clock for all roles of a CTA: when the tile's first k-block was requested, against
+      // the previous tile's k-loop end (math warpgroup 0) and the moment its data was there.
+      if (ev(0, t, 2) != 0 && ev(0, t - 1, 3) != 0) {
+        cross_sum[0] += static_cast<double>(static_cast<long long>(ev(0, t - 1, 3) - ev(2, t, 1))) / ghz;
+        cross_sum[1] += ns(ev(2, t, 1), ev(0, t, 2));
+        ++cross_n;
+      }
+      if (ev(0, t, 7) != 0 && ev(2, t, 3) != 0) {
+        cross_sum[2] += ns(ev(2, t, 3), ev(0, t, 7));
+        cross_sum[3] += static_cast<double>(static_cast<long long>(ev(2, t, 3) - ev(0, t - 1, 3))) / ghz;
+        ++cross2_n;
+      }
+    }
+  }
+  if (ctas == 0) {
+    std::printf("  timeline %s: nothing recorded\n", label);
+    return;
+  }
+  std::printf("  timeline %s: %d CTAs, <= %d tiles each, SM clock %.3f GHz, CTA span %.1f us (mean), "
+              "kernel %.1f us, last CTA started %.2f us after the first\n",
+              label, ctas, tiles_max, ghz_sum / ctas, span_sum / ctas * 1e-3, (t_end - t0) * 1e-3,
+              (start_max - t0) * 1e-3);
+  for (int role = 0; role < 2; ++role) {
+    if (math_n[role] == 0) continue;
+    std::printf("    math wg%d (ns per tile, %lld tiles; first tile's data after %.0f):", role, math_n[role],
+                first_n[role] ? first_data[role] / first_n[role] : 0.0);
+    for (int i = 0; i < kMathIntervals; ++i) std::printf(" %s %.0f%s", math_names[i], math_sum[role][i] / math_n[role], i + 1 < kMathIntervals ? "," : "\n");
+  }
+  if (prod_n > 0) {
+    std::printf("    producer (ns per tile):");
+    for (int i = 0; i < kProdIntervals; ++i) std::printf(" %s %.0f%s", prod_names[i], prod_sum[i] / prod_n, i + 1 < kProdIntervals ? "," : "\n");
+  }
+  if (cross_n > 0)
+    std::printf("    first k-block of a tile: requested %.0f ns before the previous tile's k-loop ended, "
+                "ready for wg0 %.0f ns after the request\n", cross_sum[0] / cross_n, cross_sum[1] / cross_n);
+  if (cross2_n > 0)
+    std::printf("    second k-block: requested %.0f ns after the previous tile's k-loop ended, ready for wg0 %.0f ns "
+                "after the request\n", cross_sum[3] / cross2_n, cross_sum[2] / cross2_n);
+  std::fflush(stdout);
+}
+
+#endif  // FP8GEMM_EXPERIMENT_TIMELINE
