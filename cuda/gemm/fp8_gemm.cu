@@ -531,6 +531,9 @@ cudaError_t launch_fp8_grouped_gemm(const GroupedGemmProblem& p, const GemmConfi
   set_tile_order(&sched, e, cfg, grid);
   sched.masked = p.masked ? 1 : 0;
   sched.sfb_group_stride = static_cast<int>(sfb_group_stride);
+  // A group's last M-block of <= 128 rows as wide tiles (128 rows x two N-blocks) rather than one
+  // one-wave tile per N-block (256-row tiles, whose partial tiles run one wave).
+  sched.wide_partial = e.block_m == 256 && skip_empty_waves_default() && wide_partial_default() ? 1 : 0;
   RowMaskEpilogueParams epi;
   epi.d = p.d;
   epi.ld = p.n;

@@ -156,9 +156,12 @@ struct GemmTraits {
   // cdiv(K,128) floats rounded up to 4): two-wave tiles and tiles that may straddle two 128-wide
   // scale blocks (2 rows) stage them; one-wave tiles of BLOCK_N dividing 128 read them from global
   // memory one k-block ahead instead (measured: 128x128 +7% at K=16384 with the global loads,
-  // 128x112 +10% staged; RESULTS.md); 0 with per-row B scales.
+  // 128x112 +10% staged; RESULTS.md); 0 with per-row B scales. Grouped 256-row tiles (kLoadPerWave)
+  // stage 2 rows: a wide tile (TileInfo::wide) covers two N-blocks.
   static constexpr int kSfbStagedRows =
-      kPerRowScaleB ? 0 : (kMayStraddle ? 2 : (kNumWaves > 1 ? 1 : 0));
+      kPerRowScaleB ? 0 : ((kMayStraddle || kLoadPerWave) ? 2 : (kNumWaves > 1 ? 1 : 0));
+  // A wide tile's second B tile goes into the half of the stage's A tile that its one wave leaves free.
+  static_assert(!kLoadPerWave || kSmemB == kALoadRows * kBlockK, "wide tiles: B tile = half an A tile");
 
   static constexpr int smem_bytes(int num_stages) { return kSmemD + num_stages * kSmemPerStage; }
 };
@@ -177,6 +180,11 @@ inline int deferred_promotion_default() {
 }
 inline int skip_empty_waves_default() {
   static const int value = env_switch("FP8GEMM_SKIP_WAVES");
+  return value;
+}
+// Wide tiles for the grouped 256-row tile's partial M-blocks (FP8GEMM_WIDE_PARTIAL; scheduler.cuh).
+inline bool wide_partial_default() {
+  static const bool value = env_switch("FP8GEMM_WIDE_PARTIAL") != 0;
   return value;
 }
 inline bool run_time_order_default() {
@@ -420,7 +428,8 @@ __global__ void __launch_bounds__(GemmTraits<BLOCK_M, BLOCK_N, Epilogue, kPerRow
         // The bytes of a stage (also those multicast in by the peer CTA; TMA always delivers full
         // boxes, zero-filled at the edges).
         const uint32_t stage_bytes = Traits::kTxBytesPerStage - (BLOCK_M - a_box_rows) * kBlockK -
-                                     (Traits::kWaveLoads - wave_loads) * Traits::kWaveLoadBytes;
+                                     (Traits::kWaveLoads - wave_loads) * Traits::kWaveLoadBytes +
+                                     (tile.wide ? Traits::kSmemB : 0);
         for (int kb = kb_begin; kb < kb_end; ++kb) {
           // Wait until the consumers (of both CTAs with a cluster) released this stage's previous
           // contents. On the first pass over the ring, parity phase^1 = 1 refers to the phase
@@ -455,6 +464,9 @@ __global__ void __launch_bounds__(GemmTraits<BLOCK_M, BLOCK_N, Epilogue, kPerRow
             ptx::tma_load_2d(&tmap_sfb, bar, smem_sfb + (2 * stage + phase) * Traits::kSfbSlotFloats, tile.col_start, kb);
           if (!tile.multicast_b) {
             ptx::tma_load_2d(&tmap_b, bar, smem_b_stage, kb * kBlockK, tile.b_row);
+            if (tile.wide)  // the next N-block's B tile, into the A rows the tile's one wave leaves free
+              ptx::tma_load_2d(&tmap_b, bar, smem_a_stage + Traits::kALoadRows * kBlockK, kb * kBlockK,
+                               tile.b_row + BLOCK_N);
           } else if (cta_rank == 0) {
             ptx::tma_load_2d_multicast(&tmap_b, bar, smem_b_stage, kb * kBlockK, tile.b_row, kBothCtas);
           }
@@ -555,8 +567,9 @@ __global__ void __launch_bounds__(GemmTraits<BLOCK_M, BLOCK_N, Epilogue, kPerRow
 
     // ---- the steps of one 128-wide k-block, shared by both main loops below ----
     // Issue the 4 wgmmas of the k-block in `stage` into accumulator `a` (one commit group);
-    // a_offset_lo moves A's descriptor further (16-byte units: the second wave of a 256-row tile).
-    auto issue = [&](float (&a)[kNumAcc], uint32_t st, uint32_t a_offset_lo = 0) {
+    // a_offset_lo / b_offset_lo move A's / B's descriptor (16-byte units, modulo 2^32): the second wave
+    // of a 256-row tile (A), the second N-block of a wide tile (B, read from the A tile's free half).
+    auto issue = [&](float (&a)[kNumAcc], uint32_t st, uint32_t a_offset_lo = 0, uint32_t b_offset_lo = 0) {
       const uint32_t stage_lo = st * (Traits::kSmemAB / 16);
       ptx::fence_operands(a);
       ptx::wgmma_fence();
@@ -565,7 +578,7 @@ __global__ void __launch_bounds__(GemmTraits<BLOCK_M, BLOCK_N, Epilogue, kPerRow
         // k * 32 bytes along the 128-byte swizzled row = k * 2 in 16-byte descriptor units.
         const uint32_t k_lo = k * (kWgmmaK / 16);
         Wgmma::mma(ptx::smem_desc_with_lo(desc_a0, desc_a0_lo + stage_lo + a_offset_lo + k_lo),
-                   ptx::smem_desc_with_lo(desc_b0, desc_b0_lo + stage_lo + k_lo), a, k > 0 ? 1u : 0u);
+                   ptx::smem_desc_with_lo(desc_b0, desc_b0_lo + stage_lo + b_offset_lo + k_lo), a, k > 0 ? 1u : 0u);
       }
       ptx::wgmma_commit();
       ptx::fence_operands(a);
@@ -628,14 +641,15 @@ __global__ void __launch_bounds__(GemmTraits<BLOCK_M, BLOCK_N, Epilogue, kPerRow
     constexpr bool kLdgSfb = !kPerRowScaleB && !kStageSfb;
     static_assert(!(kStageSfb && kTileKRange), "per-tile k-ranges come with per-row B scales");
     constexpr int kSfbRows = Traits::kSfbStagedRows;
-    constexpr int kSfbPrefetch = 2;
+    // (One register for the grouped 256-row tile, which stages two rows: up to K = 8192 in it.)
+    constexpr int kSfbPrefetch = Traits::kLoadPerWave ? 1 : 2;
     const int sfb_row_stride = args.sfb_staged_floats / (kSfbRows > 1 ? 2 : 1);
     const int sfb_count = kSfbRows * num_k_blocks;  // floats staged per tile
     float sfb_prefetched[kSfbPrefetch];
     // Global address of the i-th staged float of tile t (i < sfb_count).
     auto sfb_source = [&](const TileInfo& t, int i) {
       const int block0 = t.col_start / 128;
-      const int row = (Traits::kMayStraddle && i >= num_k_blocks) ? 1 : 0;
+      const int row = ((Traits::kMayStraddle || kSfbRows > 1) && i >= num_k_blocks) ? 1 : 0;
       const int block = min(block0 + row, num_sfb_rows - 1);  // the second block clamped at the right edge
       return args.sfb + t.sfb_offset + block * num_k_blocks + (i - row * num_k_blocks);
     };
@@ -693,11 +707,12 @@ __global__ void __launch_bounds__(GemmTraits<BLOCK_M, BLOCK_N, Epilogue, kPerRow
         sfb0_next = __ldg(sfb0);
         sfb1_next = Traits::kMayStraddle ? __ldg(sfb1) : 0.f;
       }
-      // The B scales of k-block kb (b1: the second block, straddling tiles only); call in order.
-      auto tile_sfb = [&](int kb, float& b0, float& b1) {
+      // The B scales of k-block kb (b1: the second block, straddling and wide tiles only); call in
+      // order.
+      auto tile_sfb = [&](int kb, float& b0, float& b1, bool second_block = Traits::kMayStraddle) {
         if constexpr (kStageSfb) {
           b0 = ptx::ld_shared_f32(sfb_tile + kb);
-          b1 = Traits::kMayStraddle ? ptx::ld_shared_f32(sfb_tile + sfb_row_stride + kb) : 0.f;
+          b1 = second_block ? ptx::ld_shared_f32(sfb_tile + sfb_row_stride + kb) : 0.f;
         } else if constexpr (kLdgSfb) {
           b0 = sfb0_next, b1 = sfb1_next;
           if (kb + 1 < tile_k_blocks) {
@@ -805,22 +820,30 @@ __global__ void __launch_bounds__(GemmTraits<BLOCK_M, BLOCK_N, Epilogue, kPerRow
         // A tile with at most 128 valid rows (one_wave_tile: the partial last tile of a group, or
         // of M) has rows in the first wave of each warpgroup only: it runs the loop compiled for
         // one wave (half the wgmmas and promotions; out1 stays zero and is not stored). Full tiles
-        // run the two-wave loop unchanged.
+        // run the two-wave loop unchanged. A wide tile (grouped kernels) runs the two-wave loop with
+        // wave 1 on wave 0's rows against the second N-block's B tile and B scales.
         static_assert(!Traits::kMayStraddle && BLOCK_N == 128, "256-row tiles are 128 wide");
-        auto wave_loop = [&](auto waves_c) {
+        auto wave_loop = [&](auto waves_c, auto wide_c) {
           constexpr int kWaves = decltype(waves_c)::value;
+          constexpr bool kWide = decltype(wide_c)::value;
+          // Wave 1 of a wide tile: A as wave 0; B kSmemA - kALoadRows * 128 bytes before the B tile.
+          constexpr uint32_t kWideBOffset =
+              static_cast<uint32_t>(-(Traits::kSmemA - Traits::kALoadRows * kBlockK) / 16);
 #pragma unroll kTwoWaveUnroll<Epilogue::kElemBytes>
           for (int kb = 0; kb < tile_k_blocks; ++kb) {
-            float sfb, unused;
-            tile_sfb(kb, sfb, unused);
+            float sfb, sfb_wide;
+            tile_sfb(kb, sfb, sfb_wide, kWide);
             ptx::mbar_wait(&full_bar[stage], phase);
             FP8GEMM_TIMELINE_MARK(timeline_thread && kb == 0, wg, timeline_tile, 2);
             FP8GEMM_TIMELINE_MARK(timeline_thread && kb == 1, wg, timeline_tile, 7);
 #pragma unroll
             for (int wave = 0; wave < kWaves; ++wave) {
               float sfa0, sfa1;
-              load_sfa(stage, sfa0, sfa1, wave);
-              issue(acc, stage, wave * (128 * kBlockK / 16));
+              load_sfa(stage, sfa0, sfa1, kWide ? 0 : wave);
+              if (kWide && wave == 1)
+                issue(acc, stage, 0, kWideBOffset);
+              else
+                issue(acc, stage, wave * (128 * kBlockK / 16));
               ptx::wgmma_wait<0>();
               ptx::fence_operands(acc);
               if constexpr (kPerRowScaleB) {
@@ -828,16 +851,20 @@ __global__ void __launch_bounds__(GemmTraits<BLOCK_M, BLOCK_N, Epilogue, kPerRow
                 promote_per_column(wave == 0 ? out : out1, acc, sfa0, sfa1, stage, phase);
               } else {
                 if (wave == kWaves - 1) release(stage);
-                detail::promote<kNumAcc / 4>(wave == 0 ? out : out1, acc, sfa0 * sfb, sfa1 * sfb, 0.f, 0.f);
+                const float b = (kWide && wave == 1) ? sfb_wide : sfb;
+                detail::promote<kNumAcc / 4>(wave == 0 ? out : out1, acc, sfa0 * b, sfa1 * b, 0.f, 0.f);
               }
             }
             advance(stage, phase);
           }
         };
-        if (detail::one_wave_tile<kNumWaves>(tile, args))
-          wave_loop(std::integral_constant<int, 1>{});
+        using Narrow = std::false_type;
+        if (Traits::kLoadPerWave && tile.wide)
+          wave_loop(std::integral_constant<int, 2>{}, std::integral_constant<bool, Traits::kLoadPerWave>{});
+        else if (detail::one_wave_tile<kNumWaves>(tile, args))
+          wave_loop(std::integral_constant<int, 1>{}, Narrow{});
         else
-          wave_loop(std::integral_constant<int, kNumWaves>{});
+          wave_loop(std::integral_constant<int, kNumWaves>{}, Narrow{});
       } else {
         // Serial promotion (DeepGEMM's order): issue, wait, release, promote; the two math
         // warpgroups' promotions overlap each other's wgmmas. The tile's B-scale split is
@@ -887,8 +914,19 @@ __global__ void __launch_bounds__(GemmTraits<BLOCK_M, BLOCK_N, Epilogue, kPerRow
 
       if (active) Epilogue::store(out, smem_d, &tmap_d, tile, wg, /*slice=*/wg, tid_in_wg, epi_params);
       FP8GEMM_TIMELINE_MARK(timeline_thread, wg, timeline_tile, 5);
-      if constexpr (kNumWaves > 1)
-        if (active1) Epilogue::store(out1, smem_d, &tmap_d, tile, wg, /*slice=*/2 + wg, tid_in_wg, epi_params);
+      if constexpr (kNumWaves > 1) {
+        if (tile.wide) {
+          // The second N-block of a wide tile: wave 0's rows, BLOCK_N columns further. Stored as
+          // slice 2 + wg (its own staging rows) of a tile 128 rows higher, so that the slice's
+          // rows are this warpgroup's rows of the tile.
+          TileInfo second = tile;
+          second.row_start -= 128;
+          second.col_start += BLOCK_N;
+          if (active) Epilogue::store(out1, smem_d, &tmap_d, second, wg, /*slice=*/2 + wg, tid_in_wg, epi_params);
+        } else if (active1) {
+          Epilogue::store(out1, smem_d, &tmap_d, tile, wg, /*slice=*/2 + wg, tid_in_wg, epi_params);
+        }
+      }
       FP8GEMM_TIMELINE_MARK(timeline_thread, wg, timeline_tile, 6);
       if constexpr (!kStageSfb) has_next = scheduler.next(next_tile, feed);
       tile = next_tile;

@@ -46,6 +46,8 @@ struct TileInfo {
   bool multicast_b;  // the same for the B tile
   bool peer_active;  // the peer CTA has a tile in this iteration (it consumes our empty-barrier
                      // arrivals); always false without clusters
+  bool wide;         // grouped 256-row tiles: the group's last M-block has <= 128 rows, and this
+                     // tile covers them over two N-blocks (n_block, n_block + 1): see GroupedScheduler
   int kb_begin;    // k-blocks [kb_begin, kb_end) of this tile: only read when the scheduler has
   int kb_end;      // kTileKRange (k-grouped); may be empty (the tile's output is then zero)
   int tok_begin;   // kTileKRange: the tile's tokens (K indices) [tok_begin, tok_end); the k-blocks at
@@ -270,6 +272,7 @@ struct DenseScheduler {
     t.m_block = p.band_on_n ? pos.other : pos.banded;
     t.n_block = p.band_on_n ? pos.banded : pos.other;
     t.group = 0;
+    t.wide = false;
     t.row_start = t.m_block * BLOCK_M;
     t.row_end = p.m;
     t.a_row = t.row_start;
@@ -300,7 +303,7 @@ struct DenseScheduler {
 // B is [G * N, K] (group g at rows g * N), SFB [G][cdiv(N,128)][cdiv(K,128)], D like A's rows.
 //
 // Tile order: groups one after the other; inside group g, cdiv(rows_g, BLOCK_M) x num_n_blocks
-// tiles in the dense scheduler's banded order (M fastest inside bands of `band` M-blocks). Empty
+// tiles (but see wide tiles below) in the dense scheduler's banded order (M fastest inside bands of `band` M-blocks). Empty
 // groups have no tiles. The tiles are handed out at run time (tile_counter set: TilePoster /
 // TileReader) or in the static order; the number of tiles is only known on the device, and an
 // index past it ends the CTA's work. A CTA's tile indices increase, so each CTA (each thread running a
@@ -309,6 +312,11 @@ struct DenseScheduler {
 // O(1) amortised per tile). The sizes of the next 4 groups are prefetched into registers, so that
 // stepping over up to 4 groups between two tiles of a CTA (small groups: fewer tiles per group
 // than CTAs) costs no dependent global-memory round trip.
+// Wide tiles (wide_partial, 256-row tiles): a group's last M-block with <= 128 rows would run
+// num_n_blocks one-wave tiles, each loading a whole B tile for half the rows (~2/3 of a full tile's
+// time for half its work). Instead it runs cdiv(num_n_blocks, 2) wide tiles, after the group's
+// other tiles: 128 rows x two N-blocks, where the second 64-row wave of each math warpgroup
+// computes the same rows against the next N-block. Same loads and math as a full tile.
 // No clusters: multicast is not supported for grouped layouts (peer_active = multicast_a = multicast_b = false).
 struct GroupedSchedulerParams {
   const int* sizes;      // device int32 [num_groups]: contiguous group sizes, or masked_m
@@ -319,6 +327,7 @@ struct GroupedSchedulerParams {
   int band;              // M-blocks per band inside a group (>= 1)
   int masked;            // 0: contiguous layout, 1: masked layout
   int sfb_group_stride;  // floats per group in SFB: cdiv(N,128) * cdiv(K,128)
+  int wide_partial = 0;  // 1: a last M-block of <= 128 rows runs as wide tiles (256-row tiles only)
 };
 
 template <int BLOCK_M, int BLOCK_N>
@@ -334,7 +343,8 @@ struct GroupedScheduler {
   int group_first_tile;  // index of the group's first tile
   int group_row;         // first row of the group (in A / SFA / D)
   int group_rows;        // clamped number of rows of the group
-  int group_m_blocks;    // cdiv(group_rows, BLOCK_M)
+  int group_m_blocks;    // M-blocks of the group that run as ordinary tiles
+  bool group_wide;       // its last M-block (<= 128 rows) runs as cdiv(N-blocks, 2) wide tiles
   int ahead0, ahead1, ahead2, ahead3;  // sizes[group + 1 .. group + 4] as stored (0 past the end)
 
   __device__ __forceinline__ GroupedScheduler(const Params& params, uint32_t /*cluster_size*/) : p(params) {
@@ -390,6 +400,8 @@ struct GroupedScheduler {
     const int limit = p.masked ? p.m : p.m - row;  // rows the group may have (contiguous: up to M)
     group_rows = min(max(raw_size, 0), limit);
     group_m_blocks = (group_rows + BLOCK_M - 1) / BLOCK_M;
+    group_wide = p.wide_partial && group_rows > 0 && group_rows - (group_m_blocks - 1) * BLOCK_M <= 128;
+    if (group_wide) --group_m_blocks;
   }
 
   __device__ __forceinline__ void advance_group() {
@@ -406,15 +418,23 @@ struct GroupedScheduler {
     while (true) {
       if (group >= p.num_groups) return false;
       if (!p.masked && group_row >= p.m) return false;  // every row is taken: the rest is empty
-      const int group_tiles = group_m_blocks * num_n_blocks;
+      const int group_tiles = group_m_blocks * num_n_blocks + (group_wide ? (num_n_blocks + 1) / 2 : 0);
       if (tile - group_first_tile < group_tiles) break;
       group_first_tile += group_tiles;
       advance_group();
     }
 
-    const BandedPosition pos = order.position(tile - group_first_tile, group_m_blocks);
-    t.m_block = pos.banded;
-    t.n_block = pos.other;
+    const int in_group = tile - group_first_tile;
+    if (in_group < group_m_blocks * num_n_blocks) {
+      const BandedPosition pos = order.position(in_group, group_m_blocks);
+      t.m_block = pos.banded;
+      t.n_block = pos.other;
+      t.wide = false;
+    } else {  // the wide tiles of the last M-block, after the others
+      t.m_block = group_m_blocks;
+      t.n_block = 2 * (in_group - group_m_blocks * num_n_blocks);
+      t.wide = t.n_block + 1 < num_n_blocks;  // an odd last N-block runs as an ordinary one-wave tile
+    }
     t.group = group;
     t.row_start = group_row + t.m_block * BLOCK_M;
     t.row_end = group_row + group_rows;
@@ -517,6 +537,7 @@ struct KGroupedWgradScheduler {
     t.m_block = p.band_on_n ? pos.other : pos.banded;
     t.n_block = p.band_on_n ? pos.banded : pos.other;
     t.group = g;
+    t.wide = false;
     t.a_row = t.m_block * BLOCK_M;
     t.row_start = g * p.m + t.a_row;
     t.row_end = g * p.m + p.m;
