@@ -429,7 +429,7 @@ __global__ void __launch_bounds__(GemmTraits<BLOCK_M, BLOCK_N, Epilogue, kPerRow
         // boxes, zero-filled at the edges).
         const uint32_t stage_bytes = Traits::kTxBytesPerStage - (BLOCK_M - a_box_rows) * kBlockK -
                                      (Traits::kWaveLoads - wave_loads) * Traits::kWaveLoadBytes +
-                                     (tile.wide ? Traits::kSmemB : 0);
+                                     (Traits::kLoadPerWave && tile.wide ? Traits::kSmemB : 0);
         for (int kb = kb_begin; kb < kb_end; ++kb) {
           // Wait until the consumers (of both CTAs with a cluster) released this stage's previous
           // contents. On the first pass over the ring, parity phase^1 = 1 refers to the phase
@@ -464,7 +464,7 @@ __global__ void __launch_bounds__(GemmTraits<BLOCK_M, BLOCK_N, Epilogue, kPerRow
             ptx::tma_load_2d(&tmap_sfb, bar, smem_sfb + (2 * stage + phase) * Traits::kSfbSlotFloats, tile.col_start, kb);
           if (!tile.multicast_b) {
             ptx::tma_load_2d(&tmap_b, bar, smem_b_stage, kb * kBlockK, tile.b_row);
-            if (tile.wide)  // the next N-block's B tile, into the A rows the tile's one wave leaves free
+            if (Traits::kLoadPerWave && tile.wide)  // the next N-block's B tile, into the A rows the tile's one wave leaves free
               ptx::tma_load_2d(&tmap_b, bar, smem_a_stage + Traits::kALoadRows * kBlockK, kb * kBlockK,
                                tile.b_row + BLOCK_N);
           } else if (cta_rank == 0) {
@@ -915,7 +915,7 @@ __global__ void __launch_bounds__(GemmTraits<BLOCK_M, BLOCK_N, Epilogue, kPerRow
       if (active) Epilogue::store(out, smem_d, &tmap_d, tile, wg, /*slice=*/wg, tid_in_wg, epi_params);
       FP8GEMM_TIMELINE_MARK(timeline_thread, wg, timeline_tile, 5);
       if constexpr (kNumWaves > 1) {
-        if (tile.wide) {
+        if (Traits::kLoadPerWave && tile.wide) {
           // The second N-block of a wide tile: wave 0's rows, BLOCK_N columns further. Stored as
           // slice 2 + wg (its own staging rows) of a tile 128 rows higher, so that the slice's
           // rows are this warpgroup's rows of the tile.

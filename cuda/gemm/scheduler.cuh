@@ -400,7 +400,7 @@ struct GroupedScheduler {
     const int limit = p.masked ? p.m : p.m - row;  // rows the group may have (contiguous: up to M)
     group_rows = min(max(raw_size, 0), limit);
     group_m_blocks = (group_rows + BLOCK_M - 1) / BLOCK_M;
-    group_wide = p.wide_partial && group_rows > 0 && group_rows - (group_m_blocks - 1) * BLOCK_M <= 128;
+    group_wide = BLOCK_M == 256 && p.wide_partial && group_rows > 0 && group_rows - (group_m_blocks - 1) * BLOCK_M <= 128;
     if (group_wide) --group_m_blocks;
   }
 
