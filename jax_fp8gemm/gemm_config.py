@@ -133,8 +133,8 @@ def pick_grouped(m: int, n: int, k: int, g: int, num_sms: int, *, masked: bool =
     cdiv(M, bm) plus the expected waste of each group's partial last tile, since groups are not
     padded, unless the even split M / g is a multiple of bm (then groups are likely aligned). A
     partial tile costs a whole one, half a tile on average beyond its rows; the 256-row tile's
-    partial tiles with at most 128 rows run one wave at half the cost, a quarter of a tile on
-    average. The same wave-and-tile cost model as `pick` then chooses: 256x128 (bf16 output) or
+    partial M-blocks with at most 128 rows run as wide tiles (128 rows x two N-blocks) at half
+    the cost per N-block, a quarter of a tile on average. The same wave-and-tile cost model as `pick` then chooses: 256x128 (bf16 output) or
     128x128 when groups have many rows, 64x128 when the expected rows per group are small (a
     partial tile wastes less there).
     """
