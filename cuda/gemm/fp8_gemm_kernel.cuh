@@ -464,7 +464,9 @@ __global__ void __launch_bounds__(GemmTraits<BLOCK_M, BLOCK_N, Epilogue, kPerRow
             ptx::tma_load_2d(&tmap_sfb, bar, smem_sfb + (2 * stage + phase) * Traits::kSfbSlotFloats, tile.col_start, kb);
           if (!tile.multicast_b) {
             ptx::tma_load_2d(&tmap_b, bar, smem_b_stage, kb * kBlockK, tile.b_row);
-            if (Traits::kLoadPerWave && tile.wide)  // the next N-block's B tile, into the A rows the tile's one wave leaves free
+            // A wide tile (grouped 256-row kernels only): the next N-block's B tile, into the A rows
+            // its one wave leaves free.
+            if (Traits::kLoadPerWave && tile.wide)
               ptx::tma_load_2d(&tmap_b, bar, smem_a_stage + Traits::kALoadRows * kBlockK, kb * kBlockK,
                                tile.b_row + BLOCK_N);
           } else if (cta_rank == 0) {
@@ -641,7 +643,8 @@ __global__ void __launch_bounds__(GemmTraits<BLOCK_M, BLOCK_N, Epilogue, kPerRow
     constexpr bool kLdgSfb = !kPerRowScaleB && !kStageSfb;
     static_assert(!(kStageSfb && kTileKRange), "per-tile k-ranges come with per-row B scales");
     constexpr int kSfbRows = Traits::kSfbStagedRows;
-    // (One register for the grouped 256-row tile, which stages two rows: up to K = 8192 in it.)
+    // Floats per thread loaded ahead (the rest, if any, when the tile starts). One for the grouped
+    // 256-row tile (up to K = 8192 with its two staged rows): a second register made it spill.
     constexpr int kSfbPrefetch = Traits::kLoadPerWave ? 1 : 2;
     const int sfb_row_stride = args.sfb_staged_floats / (kSfbRows > 1 ? 2 : 1);
     const int sfb_count = kSfbRows * num_k_blocks;  // floats staged per tile
@@ -858,6 +861,7 @@ __global__ void __launch_bounds__(GemmTraits<BLOCK_M, BLOCK_N, Epilogue, kPerRow
             advance(stage, phase);
           }
         };
+        // (Wide tiles exist in kLoadPerWave kernels only; elsewhere this instantiates the narrow loop.)
         using Narrow = std::false_type;
         if (Traits::kLoadPerWave && tile.wide)
           wave_loop(std::integral_constant<int, 2>{}, std::integral_constant<bool, Traits::kLoadPerWave>{});
