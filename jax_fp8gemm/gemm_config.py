@@ -99,14 +99,36 @@ def _share_a_on_256_rows(config: GemmConfig, k: int, num_sms: int) -> GemmConfig
     return config
 
 
+# Decode (M <= 64, one 64-row M-block): the widest 64-row tile that still gives at least
+# num_sms * (0.29 + rows / 512) tiles, rows = M rounded up to 8 (the rows of A actually loaded).
+# These GEMMs stream B; a wider tile reads A fewer times and streams B in longer rows per CTA, but
+# too few CTAs cannot pull B fast enough, and the fewer rows A has, the fewer CTAs suffice.
+# Measured on an H100 (RESULTS.md, session 21: M in {1, 32, 64}, N from 1024 to 14336, K 2048 and
+# 7168, back-to-back calls): within 3.4% of the best 64-row tile everywhere, 0.3% on average; the
+# wave model it replaces for these shapes lost up to 14% (1x4096x7168: 64x32 17.7 us, 64x64 15.6).
+_DECODE_TILE_N = (32, 64, 128)
+
+
+def _decode_block_n(m: int, n: int, num_sms: int) -> int:
+    rows = cdiv(m, 8) * 8
+    enough = num_sms * (0.29 + rows / 512)
+    block_n = _DECODE_TILE_N[0]
+    for bn in _DECODE_TILE_N:
+        if cdiv(n, bn) >= enough:
+            block_n = bn
+    return block_n
+
+
 def pick(m: int, n: int, k: int, out_dtype, num_sms: int) -> GemmConfig:
     """The configuration for one static shape (K scales every tile's main loop alike; it only
-    changes the ranking where a tile's epilogue is exposed, see `_short_k_factor`)."""
+    changes the ranking where a tile's epilogue is exposed, see `_short_k_factor`). M <= 64 takes
+    a 64-row tile by `_decode_block_n`."""
+    if m <= 64:
+        return GemmConfig(block_m=64, block_n=_decode_block_n(m, n, num_sms), num_stages=0,
+                          num_sms=int(num_sms), multicast=1)
 
     def candidates():
         for bm, bn in COMPILED_TILES:
-            if m <= 64 and bm > 64:
-                continue  # a second math warpgroup would only multiply zeros
             if _offered(bm, out_dtype):
                 # Deferred promotion and the 256-row two-wave loop cost the same per tile; the
                 # (unrolled) serial loop of 128 x 144/160/192 measured 0.99-1.03x per tile against

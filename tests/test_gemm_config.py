@@ -49,6 +49,17 @@ def test_pick_dense(out_dtype):
             assert c.block_m == 64, (m, n, sms)  # a second math warpgroup would multiply zeros
 
 
+@pytest.mark.parametrize("m,n,block_n", [
+    (1, 2112, 32), (64, 2112, 32), (64, 3072, 32), (1, 3072, 64), (32, 3072, 64), (1, 4096, 64),
+    (64, 4096, 64), (32, 5120, 64), (1, 8192, 128), (64, 14336, 128)])
+def test_pick_decode_takes_the_measured_tile(m, n, block_n):
+    """M <= 64 on 132 SMs: the 64-row tile that measured fastest (or within 1%) on an H100 at
+    K = 7168 (RESULTS.md, session 21; the old wave model took 64x32 at 1x4096x7168, 14% slower)."""
+    c = gc.pick(m, n, 7168, jnp.bfloat16, 132)
+    assert (c.block_m, c.block_n) == (64, block_n)
+    assert (64, c.block_n) in gc.COMPILED_TILES
+
+
 @pytest.mark.parametrize("out_dtype", DTYPES)
 @pytest.mark.parametrize("masked", [False, True])
 def test_pick_grouped(out_dtype, masked):
