@@ -4,8 +4,9 @@ The kernel is persistent: `num_sms` CTAs walk the output tiles. What matters is 
 waves, cdiv(tiles, num_sms), since a partly filled last wave costs a whole one, and (2) the work
 per tile (bigger tiles re-read less of A and B). We pick the compiled (block_m, block_n) with the
 fewest waves, then the largest tile, as DeepGEMM's heuristic does; the 256x128 tile then runs in
-CTA pairs that share A's loads (TMA multicast). COMPILED_TILES must mirror the instantiations in
-cuda/gemm/fp8_gemm.cu.
+CTA pairs that share A's loads (TMA multicast). Decode shapes (M <= 64) stream B instead: they take
+the widest 64-row tile that leaves enough CTAs (`_decode_block_n`, fitted to measurements).
+COMPILED_TILES must mirror the instantiations in cuda/gemm/fp8_gemm.cu.
 """
 
 from __future__ import annotations
