@@ -425,10 +425,10 @@ cudaError_t launch_fp8_gemm(const GemmProblem& p, const GemmConfig& cfg, cudaStr
   if (err != cudaSuccess) return err;
 
   TensorMaps maps;
-  // Tiny M (decode, M <= 16): load only the rows that exist, rounded up to the 8-row swizzle atom
-  // (RESULTS.md, session 11: at M = 1 +13% to +31% with the picked tiles; at M = 32-48 it measured
-  // 3-7% slower, so larger M keeps the full box).
-  const int a_box_rows = (p.m <= 16 && p.m < e.block_m) ? (p.m + 7) / 8 * 8 : e.block_m;
+  // M below the tile (decode): load only the rows that exist, rounded up to the 8-row swizzle atom
+  // (RESULTS.md: session 11, +13% to +31% at M = 1; session 21, once the rows below the box were no
+  // longer zeroed per launch, -8% to -13% in time at M = 24-32 and no change at M = 40-48).
+  const int a_box_rows = p.m < e.block_m ? (p.m + 7) / 8 * 8 : e.block_m;
   if (!encode_operand_map(&maps.a, p.a, p.m, p.k, a_box_rows) ||
       !encode_operand_map(&maps.b, p.b, p.n, p.k, e.block_n) ||
       !encode_scale_map(&maps.sfa, p.sfa, num_k_blocks, p.m, p.sfa_ld, sfa_box_cols(e)) ||

@@ -206,9 +206,10 @@ struct GemmKernelArgs {
   // Floats per B-scale staging buffer: GemmTraits::kSfbStagedRows rows of round_up(num_k_blocks, 4);
   // the launch reserves 2 buffers per math warpgroup after the barriers. 0 with per-row B scales.
   int sfb_staged_floats = 0;
-  // Rows of A per TMA load (0: BLOCK_M). Fewer, a multiple of 8, for tiny M (decode): the other rows
-  // of every stage's A tile are zeroed once at the start and never loaded, because boxes mostly
-  // outside the tensor cost TMA time (1x2112x7168 ran 20.7 us, 64x2112x7168 15.1; trimmed: 16.5).
+  // Rows of A per TMA load (0: BLOCK_M). Fewer, a multiple of 8, when M is below the tile (decode):
+  // the other rows of every stage's A tile are never loaded (see the kernel's prologue), because
+  // boxes mostly outside the tensor cost TMA time (1x2112x7168 ran 20.7 us, 64x2112x7168 15.1;
+  // trimmed: 16.5).
   int a_box_rows = 0;
 #ifdef FP8GEMM_EXPERIMENT_TIMELINE
   unsigned long long* timeline = nullptr;  // gemm/timeline.cuh (harness-only)
@@ -386,18 +387,11 @@ __global__ void __launch_bounds__(GemmTraits<BLOCK_M, BLOCK_N, Epilogue, kPerRow
     if (tile_ring != nullptr) tile_ring->init(Traits::kNumMathThreads);
     ptx::fence_mbarrier_init();
   }
-  // A box of fewer rows than the tile (args.a_box_rows): the rows below it stay zero in every stage.
+  // A box of fewer rows than the tile (args.a_box_rows, M below the tile): the A rows below it are never
+  // loaded and hold whatever shared memory held. The wgmmas turn them into output rows >= M only
+  // (a row of D depends on its own row of A alone), which the TMA store clips; zeroing them first
+  // cost 1-1.6 us per launch (1x2112x7168: 12.5 -> 10.9 us without; RESULTS.md, session 21).
   const int a_box_rows = args.a_box_rows > 0 ? args.a_box_rows : BLOCK_M;
-  if (a_box_rows < BLOCK_M) {
-    const int zero_chunks = (BLOCK_M - a_box_rows) * kBlockK / 16;  // whole 128-byte rows: swizzle-free
-    for (int st = 0; st < num_stages; ++st) {
-      uint4* const rows = reinterpret_cast<uint4*>(smem_ab + st * Traits::kSmemAB + a_box_rows * kBlockK);
-      for (int i = static_cast<int>(threadIdx.x); i < zero_chunks; i += static_cast<int>(blockDim.x))
-        rows[i] = make_uint4(0u, 0u, 0u, 0u);
-    }
-    ptx::fence_proxy_async_shared();  // the wgmmas (async proxy) read them
-    __syncthreads();
-  }
   // Barriers must be initialised in BOTH CTAs before anyone multicasts into or arrives on them.
   if (cluster_size > 1)
     ptx::cluster_sync_relaxed_arrive();  // fence_mbarrier_init() above provides the release
