@@ -105,8 +105,9 @@ def _share_a_on_256_rows(config: GemmConfig, k: int, num_sms: int) -> GemmConfig
 # These GEMMs stream B; a wider tile reads A fewer times and streams B in longer rows per CTA, but
 # too few CTAs cannot pull B fast enough, and the fewer rows A has, the fewer CTAs suffice.
 # Measured on an H100 (RESULTS.md, session 21: M in {1, 32, 64}, N from 1024 to 14336, K 2048 and
-# 7168, back-to-back calls): within 3.4% of the best 64-row tile everywhere, 0.3% on average; the
-# wave model it replaces for these shapes lost up to 14% (1x4096x7168: 64x32 17.7 us, 64x64 15.6).
+# 7168, back-to-back calls; tools/decode_tile_sweep.py): within 3.4% of the best 64-row tile
+# everywhere, 0.3% on average; the wave model it replaces for these shapes lost up to 14%
+# (1x4096x7168: 64x32 17.7 us, 64x64 15.6).
 _DECODE_TILE_N = (32, 64, 128)
 
 
