@@ -105,10 +105,10 @@ def _share_a_on_256_rows(config: GemmConfig, k: int, num_sms: int) -> GemmConfig
 # These GEMMs stream B; a wider tile reads A fewer times and streams B in longer rows per CTA, but
 # too few CTAs cannot pull B fast enough, and the fewer rows A has, the fewer CTAs suffice.
 # Measured on an H100 (RESULTS.md, session 21: M in {1, 32, 64}, N from 1024 to 14336, K 2048 and
-# 7168, back-to-back calls; tools/decode_tile_sweep.py): within 3.4% of the best 64-row tile
-# everywhere, 0.3% on average; the wave model it replaces for these shapes lost up to 14%
-# (1x4096x7168: 64x32 17.7 us, 64x64 15.6).
-_DECODE_TILE_N = (32, 64, 128)
+# 7168, back-to-back calls; `--suite gemm-sweep` measures the same table): within 3.4% of the best
+# 64-row tile everywhere, 0.3% on average; the wave model it replaces for these shapes lost up to
+# 14% (1x4096x7168: 64x32 17.7 us, 64x64 15.6).
+_DECODE_TILE_N = tuple(sorted(bn for bm, bn in COMPILED_TILES if bm == 64))
 
 
 def _decode_block_n(m: int, n: int, num_sms: int) -> int:
@@ -158,9 +158,9 @@ def pick_grouped(m: int, n: int, k: int, g: int, num_sms: int, *, masked: bool =
     padded, unless the even split M / g is a multiple of bm (then groups are likely aligned). A
     partial tile costs a whole one, half a tile on average beyond its rows; the 256-row tile's
     partial M-blocks with at most 128 rows run as wide tiles (128 rows x two N-blocks) at half
-    the cost per N-block, a quarter of a tile on average. The same wave-and-tile cost model as `pick` then chooses: 256x128 (bf16 output) or
-    128x128 when groups have many rows, 64x128 when the expected rows per group are small (a
-    partial tile wastes less there).
+    the cost per N-block, a quarter of a tile on average. The same wave-and-tile cost model as
+    `pick` then chooses: 256x128 (bf16 output) or 128x128 when groups have many rows, 64x128 when
+    the expected rows per group are small (a partial tile wastes less there).
     """
     del k
     g = max(int(g), 1)
