@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <vector>
 
 #include "cuda_check.h"
@@ -23,6 +24,11 @@ void print_timeline(const char* label, const Launch& launch) {
   namespace tl = fp8gemm::timeline;
   unsigned long long* dbuf = fp8gemm::experiment_timeline_buffer();
   const size_t count = static_cast<size_t>(tl::kPerCta) * tl::kMaxCtas;
+  // FP8GEMM_TIMELINE_WARM=1: one untimed launch first (the operands in L2, not a dirty flushed L2).
+  if (std::getenv("FP8GEMM_TIMELINE_WARM") != nullptr) {
+    CUDA_CHECK(launch());
+    CUDA_CHECK(cudaDeviceSynchronize());
+  }
   CUDA_CHECK(cudaMemset(dbuf, 0, count * sizeof(unsigned long long)));
   CUDA_CHECK(launch());
   CUDA_CHECK(cudaDeviceSynchronize());
@@ -93,6 +99,60 @@ void print_timeline(const char* label, const Launch& launch) {
               "kernel %.1f us, last CTA started %.2f us after the first\n",
               label, ctas, tiles_max, ghz_sum / ctas, span_sum / ctas * 1e-3, (t_end - t0) * 1e-3,
               (start_max - t0) * 1e-3);
+  // CTAs with one tile (decode shapes): where that tile's time goes, from kernel entry to exit, per
+  // parity of blockIdx.x (split-K: rank 0 and rank 1 of a cluster of 2), SM clocks in ns.
+  if (tiles_max == 1) {
+    const char* names[7] = {"entry->tile", "entry->1st load issued", "tile->1st data", "1st data->k-loop done",
+                            "k-loop done->store issued+reduced", "store->exit", "entry->exit"};
+    double sum[2][7] = {};
+    int n[2] = {};
+    for (int c = 0; c < tl::kMaxCtas; ++c) {
+      const unsigned long long* row = h.data() + static_cast<size_t>(c) * tl::kPerCta;
+      auto ev = [&](int role, int e) { return row[tl::kHeader + (role * tl::kMaxTiles) * tl::kEvents + e]; };
+      if (row[0] == 0 || row[1] == 0 || ev(0, 0) == 0 || ev(0, 2) == 0) continue;
+      const double ghz = static_cast<double>(row[3] - row[2]) / static_cast<double>(row[1] - row[0]);
+      auto ns = [&](unsigned long long a, unsigned long long b) { return static_cast<double>(static_cast<long long>(b - a)) / ghz; };
+      const double v[7] = {ns(row[2], ev(0, 0)), ns(row[2], ev(tl::kProducerRole, 1)), ns(ev(0, 0), ev(0, 2)),
+                           ns(ev(0, 2), ev(0, 3)), ns(ev(0, 3), ev(0, 5)), ns(ev(0, 5), row[3]), ns(row[2], row[3])};
+      const int parity = c & 1;
+      for (int i = 0; i < 7; ++i) sum[parity][i] += v[i];
+      ++n[parity];
+    }
+    // The producer's prologue: entry -> barriers initialised and synced (4) -> griddepcontrol.wait (5)
+    // -> setmaxnreg + scheduler constructed (6) -> first tile fetched (0) -> its first stage free (1).
+    double pro[5] = {};
+    int pn = 0;
+    for (int c = 0; c < tl::kMaxCtas; ++c) {
+      const unsigned long long* row = h.data() + static_cast<size_t>(c) * tl::kPerCta;
+      auto ev = [&](int e) { return row[tl::kHeader + (tl::kProducerRole * tl::kMaxTiles) * tl::kEvents + e]; };
+      if (row[0] == 0 || row[1] == 0 || ev(4) == 0 || ev(6) == 0 || ev(1) == 0) continue;
+      const double ghz = static_cast<double>(row[3] - row[2]) / static_cast<double>(row[1] - row[0]);
+      auto ns = [&](unsigned long long a, unsigned long long b) { return static_cast<double>(static_cast<long long>(b - a)) / ghz; };
+      pro[0] += ns(row[2], ev(4)), pro[1] += ns(ev(4), ev(5)), pro[2] += ns(ev(5), ev(6)), pro[3] += ns(ev(6), ev(0));
+      pro[4] += ns(ev(0), ev(1));
+      ++pn;
+    }
+    if (pn > 0)
+      std::printf("    producer prologue (ns): entry->barriers synced %.0f, griddep wait %.0f, setmaxnreg+scheduler %.0f, "
+                  "first tile %.0f, first stage %.0f\n", pro[0] / pn, pro[1] / pn, pro[2] / pn, pro[3] / pn, pro[4] / pn);
+    // Deferred-promotion loop (event 8: k-block 16's data there): ns per k-block before and after.
+    double early = 0, late = 0;
+    int en = 0;
+    for (int c = 0; c < tl::kMaxCtas; ++c) {
+      const unsigned long long* row = h.data() + static_cast<size_t>(c) * tl::kPerCta;
+      auto ev = [&](int e) { return row[tl::kHeader + e]; };  // math warpgroup 0, tile 0
+      if (row[0] == 0 || row[1] == 0 || ev(2) == 0 || ev(8) == 0 || ev(3) == 0) continue;
+      const double ghz = static_cast<double>(row[3] - row[2]) / static_cast<double>(row[1] - row[0]);
+      early += static_cast<double>(ev(8) - ev(2)) / ghz / 16, late += static_cast<double>(ev(3) - ev(8)) / ghz;
+      ++en;
+    }
+    if (en > 0) std::printf("    k-loop: %.0f ns per k-block over k-blocks 0-15; k-block 16 -> done %.0f ns\n", early / en, late / en);
+    for (int parity = 0; parity < 2; ++parity) {
+      if (n[parity] == 0) continue;
+      std::printf("    one-tile CTAs, blockIdx %s (%d):", parity ? "odd" : "even", n[parity]);
+      for (int i = 0; i < 7; ++i) std::printf(" %s %.0f%s", names[i], sum[parity][i] / n[parity], i < 6 ? "," : "\n");
+    }
+  }
   for (int role = 0; role < 2; ++role) {
     if (math_n[role] == 0) continue;
     std::printf("    math wg%d (ns per tile, %lld tiles; first tile's data after %.0f):", role, math_n[role],

@@ -267,14 +267,23 @@ cudaError_t persistent_grid(const KernelEntry& e, const GemmConfig& cfg, const L
 // The tile order of kernel `e` on `grid` CTAs (dense and k-grouped wgrad schedulers): pairs
 // sharing A walk bands of N-blocks (neighbouring N tiles share the M-block), the others bands of
 // M-blocks.
+// The dense scheduler's banded order with its divisors' magic numbers (FastDiv, scheduler.cuh); the
+// k-grouped wgrad scheduler divides plainly on the device.
+void set_banded_order(DenseSchedulerParams* sched, const KernelEntry& e) {
+  const int m_blocks = (sched->m + e.block_m - 1) / e.block_m, n_blocks = (sched->n + e.block_n - 1) / e.block_n;
+  sched->order = BandedOrder(sched->band, sched->band_on_n ? m_blocks : n_blocks);
+}
+void set_banded_order(KGroupedWgradSchedulerParams* /*sched*/, const KernelEntry& /*e*/) {}
 template <class SchedParams>
 void set_tile_order(SchedParams* sched, const KernelEntry& e, const GemmConfig& cfg, int grid) {
   sched->band_on_n = cfg.multicast == 2 && cfg.multicast_a != 0;
   sched->band = sched->band_on_n ? choose_band(grid, e.block_n, e.block_m) : choose_band(grid, e.block_m, e.block_n);
+  set_banded_order(sched, e);
 }
-// The grouped scheduler bands M-blocks (no clusters).
+// The grouped scheduler bands M-blocks (no clusters), inside each group.
 void set_tile_order(GroupedSchedulerParams* sched, const KernelEntry& e, const GemmConfig& /*cfg*/, int grid) {
   sched->band = choose_band(grid, e.block_m, e.block_n);
+  sched->order = BandedOrder(sched->band, (sched->n + e.block_n - 1) / e.block_n);
 }
 
 // Tensor maps (encoded per call: they embed the pointers and shapes).

@@ -400,20 +400,24 @@ __global__ void __launch_bounds__(GemmTraits<BLOCK_M, BLOCK_N, Epilogue, kPerRow
 
   // With programmatic dependent launch, global memory written by the previous kernel is only
   // guaranteed visible after this point (no-op for ordinary launches).
+  FP8GEMM_TIMELINE_MARK(threadIdx.x == 0, timeline::kProducerRole, 0, 4);
   ptx::griddep_wait();
+  FP8GEMM_TIMELINE_MARK(threadIdx.x == 0, timeline::kProducerRole, 0, 5);
 
   if (warp_idx < kNumProducerThreads / 32) {
     // =============================== TMA producer warpgroup ===============================
     ptx::setmaxnreg_dec<kProducerRegisters>();
     if (warp_idx == 0 && ptx::elect_one()) {
       Scheduler scheduler(sched_params, cluster_size);
+      FP8GEMM_TIMELINE_MARK(true, timeline::kProducerRole, 0, 6);
       TilePoster feed(tile_ring, tile_counter);
       TileInfo tile;
       uint32_t stage = 0, phase = 0;
       [[maybe_unused]] int timeline_tile = 0;
       while (scheduler.next(tile, feed)) {
         // Timeline events (harness-only): 0 tile start, 1 / 3 first / second k-block's stage free
-        // (its loads are issued next), 2 last k-block issued.
+        // (its loads are issued next), 2 last k-block issued; tile 0 also 4 / 5 / 6 in the prologue
+        // (barriers synced, griddepcontrol.wait passed, scheduler constructed).
         FP8GEMM_TIMELINE_MARK(true, timeline::kProducerRole, timeline_tile, 0);
         int kb_begin = 0, kb_end = num_k_blocks;
         if constexpr (kTileKRange) kb_begin = tile.kb_begin, kb_end = tile.kb_end;
@@ -664,7 +668,7 @@ __global__ void __launch_bounds__(GemmTraits<BLOCK_M, BLOCK_N, Epilogue, kPerRow
     bool has_tile = scheduler.next(tile, feed);
     if (has_tile) prefetch_sfb(tile);
     // Timeline events (harness-only), by thread 0 of each math warpgroup: 0 tile start, 1 B scales
-    // staged, 2 / 7 first / second k-block's data ready (two-wave loop), 3 k-loop done, 4 next tile
+    // staged, 2 / 7 first / second k-block's data ready (two-wave loop; 8: k-block 16's in the deferred loop), 3 k-loop done, 4 next tile
     // fetched, 5 / 6 after the first / second store().
     [[maybe_unused]] int timeline_tile = 0;
     [[maybe_unused]] const bool timeline_thread = tid_in_wg == 0;
@@ -749,6 +753,7 @@ __global__ void __launch_bounds__(GemmTraits<BLOCK_M, BLOCK_N, Epilogue, kPerRow
             [[maybe_unused]] constexpr int kSplit = decltype(split_c)::value;  // not with per-column B scales
             float sfa0, sfa1;
             ptx::mbar_wait(&full_bar[stage], phase);
+            FP8GEMM_TIMELINE_MARK(timeline_thread, wg, timeline_tile, 2);
             load_sfa(stage, sfa0, sfa1);
             issue(acc, stage);
             // One k-block: `cur` is in flight on entry; `nxt` (promoted last time) is free.
@@ -774,6 +779,7 @@ __global__ void __launch_bounds__(GemmTraits<BLOCK_M, BLOCK_N, Epilogue, kPerRow
               advance(next_stage, next_phase);
               float nsfa0, nsfa1;
               ptx::mbar_wait(&full_bar[next_stage], next_phase);
+              FP8GEMM_TIMELINE_MARK(timeline_thread && kb + 1 == 16, wg, timeline_tile, 8);
               load_sfa(next_stage, nsfa0, nsfa1);
               issue(nxt, next_stage);
               ptx::wgmma_wait<1>();  // k-block kb's group is done; kb+1's stays in flight

@@ -148,13 +148,16 @@ class TileReader {
 // Division by a divisor fixed for the kernel, as a multiply-high and a shift (Granlund-Montgomery):
 // a scheduler's next() runs once per tile on the path between two tiles' math, where two runtime
 // integer divisions (~20 dependent instructions each, through the uniform datapath) cost ~0.3 us
-// (tools/timeline.sh). Set up once per thread (one 64-bit division); quotients of 0 <= n < 2^31.
+// (tools/timeline.sh). Set up on the host (the launcher fills the schedulers' BandedOrder): set up
+// in the kernel, the 64-bit divisions delayed every CTA's first load by ~0.6 us (RESULTS.md,
+// session 22). Quotients of 0 <= n < 2^31.
 struct FastDiv {
   uint32_t divisor = 1, multiplier = 0, shift = 0;  // divisor 1: multiplier 0 (quotient = n)
   FastDiv() = default;
-  __device__ __forceinline__ explicit FastDiv(int d) : divisor(static_cast<uint32_t>(d)) {
+  __host__ __device__ explicit FastDiv(int d) : divisor(static_cast<uint32_t>(d)) {
     if (divisor > 1) {
-      const uint32_t log2_ceil = 32u - static_cast<uint32_t>(__clz(static_cast<int>(divisor - 1)));
+      uint32_t log2_ceil = 0;  // ceil(log2(d))
+      while ((1ull << log2_ceil) < divisor) ++log2_ceil;
       const uint32_t p = 31u + log2_ceil;  // m = ceil(2^p / d) < 2^32
       multiplier = static_cast<uint32_t>(((1ull << p) + divisor - 1) / divisor);
       shift = p - 32u;
@@ -186,7 +189,7 @@ struct BandedOrderWith {
   Div per_band;  // band * num_other tiles per band
   Div in_band;   // band
   BandedOrderWith() = default;
-  __device__ __forceinline__ BandedOrderWith(int band_, int num_other_)
+  __host__ __device__ BandedOrderWith(int band_, int num_other_)
       : band(band_), num_other(num_other_), per_band(band_ * num_other_), in_band(band_) {}
   // Position of `index` in a band of `rows` blocks (rows <= band) that starts at block `first`.
   __device__ __forceinline__ BandedPosition in_band_position(int index_in_band, int first, int rows) const {
@@ -221,6 +224,7 @@ struct DenseSchedulerParams {
   int m, n;
   int band;       // blocks per band (>= 1; even when clusters of 2 are used)
   int band_on_n = 0;  // 0: bands of M-blocks (pairs share B); 1: bands of N-blocks (pairs share A)
+  BandedOrder order;  // BandedOrder(band, blocks along the other axis), set up by the launcher
 };
 
 template <int BLOCK_M, int BLOCK_N>
@@ -240,7 +244,7 @@ struct DenseScheduler {
     num_banded = params.band_on_n ? num_n_blocks : num_m_blocks;
     num_other = params.band_on_n ? num_m_blocks : num_n_blocks;
     paired = cluster_size == 2;
-    order = BandedOrder(params.band > 0 ? params.band : 1, num_other);
+    order = params.order;
   }
 
   template <class Feed>
@@ -328,6 +332,7 @@ struct GroupedSchedulerParams {
   int masked;            // 0: contiguous layout, 1: masked layout
   int sfb_group_stride;  // floats per group in SFB: cdiv(N,128) * cdiv(K,128)
   int wide_partial = 0;  // 1: a last M-block of <= 128 rows runs as wide tiles (256-row tiles only)
+  BandedOrder order;     // BandedOrder(band, N-blocks), set up by the launcher
 };
 
 template <int BLOCK_M, int BLOCK_N>
@@ -349,7 +354,7 @@ struct GroupedScheduler {
 
   __device__ __forceinline__ GroupedScheduler(const Params& params, uint32_t /*cluster_size*/) : p(params) {
     num_n_blocks = (params.n + BLOCK_N - 1) / BLOCK_N;
-    order = BandedOrder(params.band, num_n_blocks);
+    order = params.order;
     group_first_tile = 0;
     const int first = load_size(0);
     ahead0 = load_size(1), ahead1 = load_size(2), ahead2 = load_size(3), ahead3 = load_size(4);

@@ -17,7 +17,7 @@ namespace fp8gemm {
 namespace timeline {
 
 constexpr int kMaxTiles = 64;
-constexpr int kEvents = 8;
+constexpr int kEvents = 9;
 constexpr int kRoles = 3;  // math warpgroup 0, math warpgroup 1, producer
 constexpr int kProducerRole = 2;
 constexpr int kHeader = 4;  // global timer at entry / end, SM clock at entry / end
