@@ -440,7 +440,7 @@ cudaError_t launch_fp8_gemm(const GemmProblem& p, const GemmConfig& cfg, cudaStr
   const int a_box_rows = p.m < e.block_m ? (p.m + 7) / 8 * 8 : e.block_m;
   if (!encode_operand_map(&maps.a, p.a, p.m, p.k, a_box_rows) ||
       !encode_operand_map(&maps.b, p.b, p.n, p.k, e.block_n) ||
-      !encode_scale_map(&maps.sfa, p.sfa, num_k_blocks, p.m, p.sfa_ld, sfa_box_cols(e)) ||
+      !encode_scale_map(&maps.sfa, p.sfa, num_k_blocks, p.m, p.sfa_ld, a_box_rows) ||
       !encode_output_map(&maps.d, p.d, p.out_dtype, p.m, p.n, e))
     return cudaErrorInvalidValue;
 
@@ -451,6 +451,7 @@ cudaError_t launch_fp8_gemm(const GemmProblem& p, const GemmConfig& cfg, cudaStr
   cudaLaunchAttribute cluster_attr = cluster_of_2_attribute();
   GemmKernelArgs args = make_kernel_args(p.sfb, p.n, num_k_blocks, s.num_stages, sfb_staged_floats);
   args.a_box_rows = a_box_rows;
+  args.sfa_box_rows = a_box_rows;  // dense tiles start at multiples of BLOCK_M: no pad for misaligned starts
   return launch_kernel(e, grid, s, maps, args, sched, EmptyEpilogueParams{},
                        cfg.multicast == 2 ? &cluster_attr : nullptr, stream);
 }

@@ -211,6 +211,11 @@ struct GemmKernelArgs {
   // boxes mostly outside the tensor cost TMA time (1x2112x7168 ran 20.7 us, 64x2112x7168 15.1;
   // trimmed: 16.5).
   int a_box_rows = 0;
+  // Floats of A's scales per TMA load (0: GemmTraits::kSfaBoxRows). Dense GEMMs load a_box_rows:
+  // their tiles start at multiples of BLOCK_M (no misalignment pad needed), and a box mostly
+  // outside the tensor is slow (decode: 40 ns per k-block for the scales' 68-float box at M = 1;
+  // RESULTS.md, session 22).
+  int sfa_box_rows = 0;
 #ifdef FP8GEMM_EXPERIMENT_TIMELINE
   unsigned long long* timeline = nullptr;  // gemm/timeline.cuh (harness-only)
 #endif
@@ -392,6 +397,7 @@ __global__ void __launch_bounds__(GemmTraits<BLOCK_M, BLOCK_N, Epilogue, kPerRow
   // (a row of D depends on its own row of A alone), which the TMA store clips; zeroing them first
   // cost 1-1.6 us per launch (1x2112x7168: 12.5 -> 10.9 us without; RESULTS.md, session 21).
   const int a_box_rows = args.a_box_rows > 0 ? args.a_box_rows : BLOCK_M;
+  const int sfa_box_rows = args.sfa_box_rows > 0 ? args.sfa_box_rows : Traits::kSfaBoxRows;
   // Barriers must be initialised in BOTH CTAs before anyone multicasts into or arrives on them.
   if (cluster_size > 1)
     ptx::cluster_sync_relaxed_arrive();  // fence_mbarrier_init() above provides the release
@@ -426,6 +432,7 @@ __global__ void __launch_bounds__(GemmTraits<BLOCK_M, BLOCK_N, Epilogue, kPerRow
         // The bytes of a stage (also those multicast in by the peer CTA; TMA always delivers full
         // boxes, zero-filled at the edges).
         const uint32_t stage_bytes = Traits::kTxBytesPerStage - (BLOCK_M - a_box_rows) * kBlockK -
+                                     Traits::kWaveLoads * (Traits::kSfaBoxRows - sfa_box_rows) * 4 -
                                      (Traits::kWaveLoads - wave_loads) * Traits::kWaveLoadBytes +
                                      (Traits::kLoadPerWave && tile.wide ? Traits::kSmemB : 0);
         for (int kb = kb_begin; kb < kb_end; ++kb) {
