@@ -213,8 +213,8 @@ struct GemmKernelArgs {
   int a_box_rows = 0;
   // Floats of A's scales per TMA load (0: GemmTraits::kSfaBoxRows). Dense GEMMs load a_box_rows:
   // their tiles start at multiples of BLOCK_M (no misalignment pad needed), and a box mostly
-  // outside the tensor is slow (decode: 40 ns per k-block for the scales' 68-float box at M = 1;
-  // RESULTS.md, session 22).
+  // outside the tensor is slow (decode at M = 1: the 68-float box made a 64x32 k-block 153 ns
+  // instead of 143; RESULTS.md, session 22).
   int sfa_box_rows = 0;
 #ifdef FP8GEMM_EXPERIMENT_TIMELINE
   unsigned long long* timeline = nullptr;  // gemm/timeline.cuh (harness-only)
