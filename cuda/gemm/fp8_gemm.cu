@@ -264,9 +264,6 @@ cudaError_t persistent_grid(const KernelEntry& e, const GemmConfig& cfg, const L
   return *grid >= 2 ? cudaSuccess : cudaErrorInvalidValue;
 }
 
-// The tile order of kernel `e` on `grid` CTAs (dense and k-grouped wgrad schedulers): pairs
-// sharing A walk bands of N-blocks (neighbouring N tiles share the M-block), the others bands of
-// M-blocks.
 // The dense scheduler's banded order with its divisors' magic numbers (FastDiv, scheduler.cuh); the
 // k-grouped wgrad scheduler divides plainly on the device.
 void set_banded_order(DenseSchedulerParams* sched, const KernelEntry& e) {
@@ -274,6 +271,10 @@ void set_banded_order(DenseSchedulerParams* sched, const KernelEntry& e) {
   sched->order = BandedOrder(sched->band, sched->band_on_n ? m_blocks : n_blocks);
 }
 void set_banded_order(KGroupedWgradSchedulerParams* /*sched*/, const KernelEntry& /*e*/) {}
+
+// The tile order of kernel `e` on `grid` CTAs (dense and k-grouped wgrad schedulers): pairs
+// sharing A walk bands of N-blocks (neighbouring N tiles share the M-block), the others bands of
+// M-blocks.
 template <class SchedParams>
 void set_tile_order(SchedParams* sched, const KernelEntry& e, const GemmConfig& cfg, int grid) {
   sched->band_on_n = cfg.multicast == 2 && cfg.multicast_a != 0;

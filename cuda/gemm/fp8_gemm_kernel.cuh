@@ -675,8 +675,8 @@ __global__ void __launch_bounds__(GemmTraits<BLOCK_M, BLOCK_N, Epilogue, kPerRow
     bool has_tile = scheduler.next(tile, feed);
     if (has_tile) prefetch_sfb(tile);
     // Timeline events (harness-only), by thread 0 of each math warpgroup: 0 tile start, 1 B scales
-    // staged, 2 / 7 first / second k-block's data ready (two-wave loop; 8: k-block 16's in the deferred loop), 3 k-loop done, 4 next tile
-    // fetched, 5 / 6 after the first / second store().
+    // staged, 2 / 7 first / second k-block's data ready (7: two-wave loop; the deferred loop marks
+    // k-block 16's as 8), 3 k-loop done, 4 next tile fetched, 5 / 6 after the first / second store().
     [[maybe_unused]] int timeline_tile = 0;
     [[maybe_unused]] const bool timeline_thread = tid_in_wg == 0;
     while (has_tile) {
