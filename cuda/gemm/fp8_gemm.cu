@@ -264,27 +264,27 @@ cudaError_t persistent_grid(const KernelEntry& e, const GemmConfig& cfg, const L
   return *grid >= 2 ? cudaSuccess : cudaErrorInvalidValue;
 }
 
-// The dense scheduler's banded order with its divisors' magic numbers (FastDiv, scheduler.cuh); the
-// k-grouped wgrad scheduler divides plainly on the device.
-void set_banded_order(DenseSchedulerParams* sched, const KernelEntry& e) {
-  const int m_blocks = (sched->m + e.block_m - 1) / e.block_m, n_blocks = (sched->n + e.block_n - 1) / e.block_n;
-  sched->order = BandedOrder(sched->band, sched->band_on_n ? m_blocks : n_blocks);
-}
-void set_banded_order(KGroupedWgradSchedulerParams* /*sched*/, const KernelEntry& /*e*/) {}
-
-// The tile order of kernel `e` on `grid` CTAs (dense and k-grouped wgrad schedulers): pairs
-// sharing A walk bands of N-blocks (neighbouring N tiles share the M-block), the others bands of
-// M-blocks.
+// The band of kernel `e` on `grid` CTAs (dense and k-grouped wgrad schedulers), and its axis:
+// pairs sharing A walk bands of N-blocks (neighbouring N tiles share the M-block), the others bands
+// of M-blocks.
 template <class SchedParams>
-void set_tile_order(SchedParams* sched, const KernelEntry& e, const GemmConfig& cfg, int grid) {
+int set_band_axis(SchedParams* sched, const KernelEntry& e, const GemmConfig& cfg, int grid) {
   sched->band_on_n = cfg.multicast == 2 && cfg.multicast_a != 0;
-  sched->band = sched->band_on_n ? choose_band(grid, e.block_n, e.block_m) : choose_band(grid, e.block_m, e.block_n);
-  set_banded_order(sched, e);
+  return sched->band_on_n ? choose_band(grid, e.block_n, e.block_m) : choose_band(grid, e.block_m, e.block_n);
+}
+// The dense scheduler takes the banded order with its divisors' magic numbers (FastDiv,
+// scheduler.cuh); the k-grouped wgrad scheduler the band alone (it divides plainly on the device).
+void set_tile_order(DenseSchedulerParams* sched, const KernelEntry& e, const GemmConfig& cfg, int grid) {
+  const int band = set_band_axis(sched, e, cfg, grid);
+  const int m_blocks = (sched->m + e.block_m - 1) / e.block_m, n_blocks = (sched->n + e.block_n - 1) / e.block_n;
+  sched->order = BandedOrder(band, sched->band_on_n ? m_blocks : n_blocks);
+}
+void set_tile_order(KGroupedWgradSchedulerParams* sched, const KernelEntry& e, const GemmConfig& cfg, int grid) {
+  sched->band = set_band_axis(sched, e, cfg, grid);
 }
 // The grouped scheduler bands M-blocks (no clusters), inside each group.
 void set_tile_order(GroupedSchedulerParams* sched, const KernelEntry& e, const GemmConfig& /*cfg*/, int grid) {
-  sched->band = choose_band(grid, e.block_m, e.block_n);
-  sched->order = BandedOrder(sched->band, (sched->n + e.block_n - 1) / e.block_n);
+  sched->order = BandedOrder(choose_band(grid, e.block_m, e.block_n), (sched->n + e.block_n - 1) / e.block_n);
 }
 
 // Tensor maps (encoded per call: they embed the pointers and shapes).
@@ -641,8 +641,7 @@ cudaError_t launch_fp8_gemm_wgrad(const WgradGemmProblem& p, const GemmConfig& c
   if (num_tiles > INT_MAX / 2) return cudaErrorInvalidValue;
   DenseSchedulerParams sched;
   sched.m = p.m;
-  sched.n = p.n;
-  sched.band = 1;  // set by launch_wgrad_kernel from the grid
+  sched.n = p.n;  // the tile order is set by launch_wgrad_kernel from the grid
   return launch_wgrad_kernel(ops, p.m, num_tiles, /*k_grouped=*/false, entry_idx, cfg, sched,
                              EmptyEpilogueParams{}, stream);
 }
@@ -669,7 +668,7 @@ cudaError_t launch_fp8_grouped_gemm_wgrad(const GroupedWgradGemmProblem& p, cons
   sched.m = p.m;
   sched.n = p.n;
   sched.t = p.t;
-  sched.band = 1;  // set by launch_wgrad_kernel from the grid
+  sched.band = 1;  // set by launch_wgrad_kernel from the grid (set_tile_order)
   RowMaskEpilogueParams epi;
   epi.d = p.d;
   epi.ld = p.n;

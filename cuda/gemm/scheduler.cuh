@@ -222,9 +222,10 @@ using BandedOrder = BandedOrderWith<FastDiv>;
 // multicast there).
 struct DenseSchedulerParams {
   int m, n;
-  int band;       // blocks per band (>= 1; even when clusters of 2 are used)
   int band_on_n = 0;  // 0: bands of M-blocks (pairs share B); 1: bands of N-blocks (pairs share A)
-  BandedOrder order;  // BandedOrder(band, blocks along the other axis), set up by the launcher
+  // BandedOrder(blocks per band, blocks along the other axis), set up by the launcher; the band is
+  // >= 1, even when clusters of 2 are used.
+  BandedOrder order;
 };
 
 template <int BLOCK_M, int BLOCK_N>
@@ -328,11 +329,10 @@ struct GroupedSchedulerParams {
   int num_groups;
   int m;                 // contiguous: total rows M; masked: Mmax (rows per group)
   int n;
-  int band;              // M-blocks per band inside a group (>= 1)
   int masked;            // 0: contiguous layout, 1: masked layout
   int sfb_group_stride;  // floats per group in SFB: cdiv(N,128) * cdiv(K,128)
   int wide_partial = 0;  // 1: a last M-block of <= 128 rows runs as wide tiles (256-row tiles only)
-  BandedOrder order;     // BandedOrder(band, N-blocks), set up by the launcher
+  BandedOrder order;     // BandedOrder(M-blocks per band inside a group (>= 1), N-blocks), set up by the launcher
 };
 
 template <int BLOCK_M, int BLOCK_N>
