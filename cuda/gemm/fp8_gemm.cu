@@ -667,8 +667,7 @@ cudaError_t launch_fp8_grouped_gemm_wgrad(const GroupedWgradGemmProblem& p, cons
   sched.num_groups = p.num_groups;
   sched.m = p.m;
   sched.n = p.n;
-  sched.t = p.t;
-  sched.band = 1;  // set by launch_wgrad_kernel from the grid (set_tile_order)
+  sched.t = p.t;  // the tile order is set by launch_wgrad_kernel from the grid
   RowMaskEpilogueParams epi;
   epi.d = p.d;
   epi.ld = p.n;

@@ -235,8 +235,7 @@ struct DenseScheduler {
   int num_m_blocks, num_n_blocks, num_tiles;
   int num_banded, num_other;  // blocks along the banded axis and along the other one
   bool paired;       // clusters of 2 (multicast-capable)
-  BandedOrder order;
-  Params p;
+  Params p;          // p.order: the tile order, set up by the launcher
 
   __device__ __forceinline__ DenseScheduler(const Params& params, uint32_t cluster_size) : p(params) {
     num_m_blocks = (params.m + BLOCK_M - 1) / BLOCK_M;
@@ -245,7 +244,6 @@ struct DenseScheduler {
     num_banded = params.band_on_n ? num_n_blocks : num_m_blocks;
     num_other = params.band_on_n ? num_m_blocks : num_n_blocks;
     paired = cluster_size == 2;
-    order = params.order;
   }
 
   template <class Feed>
@@ -253,8 +251,8 @@ struct DenseScheduler {
     const int tile = feed.next();
     if (tile >= num_tiles) return false;
 
-    const int band = order.band;
-    const int b = order.per_band.div(tile);
+    const int band = p.order.band;
+    const int b = p.order.per_band.div(tile);
     int first = b * band;
     int in_band = tile - b * (band * num_other);
     int rows = min(band, num_banded - first);
@@ -273,7 +271,7 @@ struct DenseScheduler {
       }
     }
 
-    const BandedPosition pos = order.in_band_position(in_band, first, rows);
+    const BandedPosition pos = p.order.in_band_position(in_band, first, rows);
     t.m_block = p.band_on_n ? pos.other : pos.banded;
     t.n_block = p.band_on_n ? pos.banded : pos.other;
     t.group = 0;
@@ -340,9 +338,8 @@ struct GroupedScheduler {
   using Params = GroupedSchedulerParams;
   static constexpr bool kRunTimeOrder = true;  // Params::tile_counter: tiles handed out at run time
 
-  Params p;
+  Params p;  // p.order: the tile order inside a group
   int num_n_blocks;
-  BandedOrder order;  // inside a group
   // Cursor: the group that contains (or precedes) this CTA's next tile.
   int group;             // == p.num_groups: past the last group
   int group_first_tile;  // index of the group's first tile
@@ -354,7 +351,6 @@ struct GroupedScheduler {
 
   __device__ __forceinline__ GroupedScheduler(const Params& params, uint32_t /*cluster_size*/) : p(params) {
     num_n_blocks = (params.n + BLOCK_N - 1) / BLOCK_N;
-    order = params.order;
     group_first_tile = 0;
     const int first = load_size(0);
     ahead0 = load_size(1), ahead1 = load_size(2), ahead2 = load_size(3), ahead3 = load_size(4);
@@ -431,7 +427,7 @@ struct GroupedScheduler {
 
     const int in_group = tile - group_first_tile;
     if (in_group < group_m_blocks * num_n_blocks) {
-      const BandedPosition pos = order.position(in_group, group_m_blocks);
+      const BandedPosition pos = p.order.position(in_group, group_m_blocks);
       t.m_block = pos.banded;
       t.n_block = pos.other;
       t.wide = false;
