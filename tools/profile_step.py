@@ -2,6 +2,8 @@
 summed per kernel name over a few steps (CUPTI through torch.profiler), largest first.
 
     python tools/profile_step.py [--d-model 4096 --d-ff 14336 --tokens 8192 --layers 1 --top 25]
+    python tools/profile_step.py --linear 8192x8192x8192   # one fg.fp8_dot forward + backward
+                                                           # (tokens x K x N) against jnp.dot
 """
 
 import argparse
@@ -40,6 +42,24 @@ def profile(step, state, data, steps, top):
         print(f"  {t / 1e3:7.3f} ms {100 * t / total:5.1f}%  {name[:110]}")
 
 
+def linear_step(dot):
+    """One linear layer's forward and backward (x [T, K] @ w [K, N], cotangent dy), as the
+    benchmark's train suite runs it; `state` is passed through."""
+    @jax.jit
+    def step(state, x, w, dy):
+        y, vjp = jax.vjp(dot, x, w)
+        return state, (y, *vjp(dy))
+    return step
+
+
+def linear_data(shape):
+    import jax.numpy as jnp
+    t, k, n = shape
+    keys = jax.random.split(jax.random.key(0), 3)
+    return [tuple(jax.random.normal(key, s, jnp.float32).astype(jnp.bfloat16)
+                  for key, s in zip(keys, ((t, k), (k, n), (t, n))))]
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__)
     p.add_argument("--d-model", type=int, default=4096)
@@ -48,8 +68,17 @@ def main():
     p.add_argument("--layers", type=int, default=1)
     p.add_argument("--steps", type=int, default=5)
     p.add_argument("--top", type=int, default=25)
+    p.add_argument("--linear", metavar="TxKxN", help="profile fg.fp8_dot forward + backward instead")
     add_task_args(p)
     args = p.parse_args()
+    if args.linear:
+        import jax.numpy as jnp
+        import jax_fp8gemm as fg
+        data = linear_data(tuple(int(v) for v in args.linear.split("x")))
+        for name, dot in (("FP8 (fg.fp8_dot)", fg.fp8_dot), ("bf16 (jnp.dot)", jnp.dot)):
+            print(f"== {name} {args.linear}")
+            profile(linear_step(dot), None, data, max(args.steps, 20), args.top)
+        return
     data, _ = make_data(args)
     for fp8 in (True, False):
         print(f"== {'FP8 (jax_fp8gemm)' if fp8 else 'bf16'}")
