@@ -2,8 +2,8 @@
 summed per kernel name over a few steps (CUPTI through torch.profiler), largest first.
 
     python tools/profile_step.py [--d-model 4096 --d-ff 14336 --tokens 8192 --layers 1 --top 25]
-    python tools/profile_step.py --linear 8192x8192x8192   # one fg.fp8_dot forward + backward
-                                                           # (tokens x K x N) against jnp.dot
+    python tools/profile_step.py --linear 8192x8192x8192 --steps 20   # one fg.fp8_dot forward +
+                                                  # backward (tokens x K x N) against jnp.dot
 """
 
 import argparse
@@ -12,6 +12,10 @@ import os
 import sys
 
 import jax
+import jax.numpy as jnp
+
+import jax_fp8gemm as fg
+from jax_fp8gemm.bench.suites import fwd_bwd
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "examples"))
@@ -43,17 +47,12 @@ def profile(step, state, data, steps, top):
 
 
 def linear_step(dot):
-    """One linear layer's forward and backward (x [T, K] @ w [K, N], cotangent dy), as the
-    benchmark's train suite runs it; `state` is passed through."""
-    @jax.jit
-    def step(state, x, w, dy):
-        y, vjp = jax.vjp(dot, x, w)
-        return state, (y, *vjp(dy))
-    return step
+    """The benchmark's train-suite step (bench.suites.fwd_bwd) in profile()'s signature."""
+    run = fwd_bwd(dot)
+    return jax.jit(lambda state, *xs: (state, run(*xs)))
 
 
 def linear_data(shape):
-    import jax.numpy as jnp
     t, k, n = shape
     keys = jax.random.split(jax.random.key(0), 3)
     return [tuple(jax.random.normal(key, s, jnp.float32).astype(jnp.bfloat16)
@@ -72,12 +71,10 @@ def main():
     add_task_args(p)
     args = p.parse_args()
     if args.linear:
-        import jax.numpy as jnp
-        import jax_fp8gemm as fg
         data = linear_data(tuple(int(v) for v in args.linear.split("x")))
         for name, dot in (("FP8 (fg.fp8_dot)", fg.fp8_dot), ("bf16 (jnp.dot)", jnp.dot)):
             print(f"== {name} {args.linear}")
-            profile(linear_step(dot), None, data, max(args.steps, 20), args.top)
+            profile(linear_step(dot), None, data, args.steps, args.top)
         return
     data, _ = make_data(args)
     for fp8 in (True, False):

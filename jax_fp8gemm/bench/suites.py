@@ -315,6 +315,15 @@ def _time_torch_grouped(torch, sizes, n, k, reps):
 TRAIN_SHAPES = [(8192, 8192, 8192), (8192, 4096, 14336), (8192, 14336, 4096)]  # tokens, K, N
 
 
+def fwd_bwd(dot):
+    """One linear layer's forward and backward with `dot` (x [T, K] @ w [K, N], cotangent dy):
+    (y, dx, dw)."""
+    def run(x, w, dy):
+        y, vjp = jax.vjp(dot, x, w)
+        return y, *vjp(dy.astype(y.dtype))
+    return run
+
+
 def train_suite(progress: Progress) -> Iterator[dict]:
     """Forward + backward of one linear layer, quantization included: fg.fp8_dot against the bf16
     dot of the same shapes (3 GEMMs each: forward, dgrad, wgrad)."""
@@ -324,12 +333,6 @@ def train_suite(progress: Progress) -> Iterator[dict]:
         sets = [(_randn(keys[3 * i], (m, k), jnp.bfloat16),
                  _randn(keys[3 * i + 1], (k, n), jnp.bfloat16),
                  _randn(keys[3 * i + 2], (m, n), jnp.bfloat16)) for i in range(2)]
-
-        def fwd_bwd(dot):
-            def run(x, w, dy):
-                y, vjp = jax.vjp(dot, x, w)
-                return y, *vjp(dy.astype(y.dtype))
-            return run
 
         res: dict = {}
         _measure(res, "ours (fp8_dot)", progress, lambda: time_jax(fwd_bwd(fg.fp8_dot), sets), flops)
