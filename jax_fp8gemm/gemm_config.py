@@ -94,8 +94,9 @@ _SHARE_A_MIN_K = 1024
 
 
 def _share_a_on_256_rows(config: GemmConfig, k: int, num_sms: int) -> GemmConfig:
-    """The 256x128 tile in CTA pairs sharing A where that measured faster (above)."""
-    if (config.block_m, config.block_n) == (256, 128) and k >= _SHARE_A_MIN_K and num_sms >= 2:
+    """The 256-row tiles in CTA pairs sharing A where that measured faster (above; the wgrad 256x96
+    tile +1.3% at 8192^2 x 8192, RESULTS.md session 26)."""
+    if config.block_m == 256 and k >= _SHARE_A_MIN_K and num_sms >= 2:
         return dataclasses.replace(config, multicast=2, multicast_a=1)
     return config
 
@@ -182,7 +183,19 @@ def pick_grouped(m: int, n: int, k: int, g: int, num_sms: int, *, masked: bool =
 
 # (block_m, block_n) pairs compiled for the weight-gradient kernels (dense and k-grouped, f32 and
 # bf16 output): kCompiledWgradTiles in cuda/gemm/fp8_gemm.h.
-COMPILED_WGRAD_TILES = ((256, 128), (128, 128), (128, 112), (64, 128))
+COMPILED_WGRAD_TILES = ((256, 128), (256, 96), (128, 128), (128, 112), (64, 128))
+
+# The dense 256x96 wgrad tile computes its scale products on the tensor cores (GemmTraits::kScaleMma:
+# one FFMA per element instead of an FMUL and an FFMA, B's scale operand made by XLA beforehand:
+# wgrad.scale_operand). Its measured time per tile relative to what the cost model charges against
+# the 256x128 tile: 0.840 / 0.840 / 0.836 at 8192^2 / 7168^2 / 4096x7168 x 8192 tokens (H200,
+# harness, mc2A; RESULTS.md, session 26).
+_SCALE_MMA_FACTOR = 0.84
+
+
+def takes_scale_operand(config: GemmConfig) -> bool:
+    """Whether the dense wgrad kernel of `config` reads B's scale operand (wgrad.scale_operand)."""
+    return (config.block_m, config.block_n) == (256, 96)
 
 
 def pick_wgrad(m: int, n: int, t: int, num_sms: int, *, g: int = 1,
@@ -205,6 +218,11 @@ def pick_wgrad(m: int, n: int, t: int, num_sms: int, *, g: int = 1,
                 continue
             if m > 64 and bm == 64:
                 continue  # one math warpgroup: only for small M
+            if (bm, bn) == (256, 96):
+                if k_grouped:
+                    continue  # its k-grouped kernel promotes per column: 6% slower than 256x128
+                yield bm, bn, g * cdiv(m, bm) * cdiv(n, bn), _SCALE_MMA_FACTOR
+                continue
             # the serial loop with per-column scales: measured 12-20% slower per tile (session 9;
             # not re-measured since that loop is unrolled)
             yield bm, bn, g * cdiv(m, bm) * cdiv(n, bn), 1.15 if k_grouped and bm == 64 else 1.0

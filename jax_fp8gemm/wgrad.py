@@ -80,11 +80,26 @@ def _dense_plan(layout, a, a_s, b, b_s, *, out_dtype):
                 out_specs=(spec(m, n),), local=local)
 
 
+def scale_operand(b_s):
+    """B's scale operand of the 256x96 wgrad tile (its scale products on the tensor cores,
+    GemmTraits::kScaleMma): [N, Kb] scales s -> bf16 [Kb, N, 8] = (hi, hi, lo, lo, 0, 0, 0, 0) with
+    hi = bf16(s), lo = bf16(s - hi), so that hi + lo is s to ~2^-17 (for s >= 2^-117: below, lo
+    is flushed to zero, 2^-9; FLT_MIN, the scale of an all-zero group, is exact). One small fused
+    XLA kernel."""
+    s = b_s.T.astype(jnp.float32)
+    hi = s.astype(jnp.bfloat16)
+    lo = (s - hi.astype(jnp.float32)).astype(jnp.bfloat16)
+    zero = jnp.zeros_like(hi)
+    return jnp.stack([hi, hi, lo, lo, zero, zero, zero, zero], axis=-1)
+
+
 def gemm_wgrad_kernel_call(a, a_s, b, b_s, config: gemm_config.GemmConfig, out_dtype=jnp.float32):
     """The dense wgrad FFI call with an explicit configuration: [M, N], FP32 or bf16."""
     out = jax.ShapeDtypeStruct((a.shape[0], b.shape[0]), out_dtype)
+    scale_ops = (scale_operand(b_s) if gemm_config.takes_scale_operand(config)
+                 else jnp.zeros((0, 0, 8), jnp.bfloat16))
     return jax.ffi.ffi_call("fp8gemm_gemm_wgrad", out)(
-        a, mn_major_scales(a_s), b, mn_major_scales(b_s), **config.attributes())
+        a, mn_major_scales(a_s), b, mn_major_scales(b_s), scale_ops, **config.attributes())
 
 
 def _kernel_dtype(out_dtype, n):

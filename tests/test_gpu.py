@@ -186,14 +186,14 @@ def test_gemm_kernel(rng, m, n, k, out_dtype):
     np.testing.assert_array_equal(np.asarray(again).view(np.uint8), np.asarray(out).view(np.uint8))
 
 
-@pytest.mark.parametrize("kind", ["gemm", "wgrad"])
+@pytest.mark.parametrize("kind", ["gemm", "wgrad", "wgrad 256x96"])
 @pytest.mark.parametrize("m,n,k", [(1000, 2112, 1552), (4095, 7040, 2048), (257, 1000, 7168)])
 def test_256_row_tile_pairs_sharing_a(rng, kind, m, n, k):
-    """The 256x128 tile in CTA pairs that share A by TMA multicast (what the pickers take for long
-    K), forward (bf16 out) and dense wgrad (f32 out, K = tokens): odd N-block counts (17, 55: the
-    last band splits off a tile without a peer), partial M-blocks, K not a multiple of 128.
-    Multicast only changes who loads A, so the result must be bit for bit the unpaired kernel's,
-    and match the float64 reference."""
+    """The 256-row tiles in CTA pairs that share A by TMA multicast (what the pickers take for long
+    K), forward (bf16 out) and dense wgrad (f32 out, K = tokens; 256x128, and 256x96 with its scale
+    products on the tensor cores): odd N-block counts (17, 55: the last band splits off a tile
+    without a peer), partial M-blocks, K not a multiple of 128. Multicast only changes who loads A,
+    so the result must be bit for bit the unpaired kernel's, and match the float64 reference."""
     a, a_s = fg.quantize_rowwise(randn(rng, (m, k), jnp.bfloat16))
     if kind == "gemm":
         b, b_s = fg.quantize_blockwise(randn(rng, (n, k), jnp.bfloat16))
@@ -201,8 +201,9 @@ def test_256_row_tile_pairs_sharing_a(rng, kind, m, n, k):
     else:
         b, b_s = fg.quantize_rowwise(randn(rng, (n, k), jnp.bfloat16))
         call, out_dtype, b_blockwise = gemm_wgrad_kernel_call, jnp.float32, False
-    base = gemm_config.GemmConfig(256, 128, 0, _kernels.num_sms(), 1)
-    paired = gemm_config.GemmConfig(256, 128, 0, _kernels.num_sms(), 2, multicast_a=1)
+    block_n = 96 if kind == "wgrad 256x96" else 128
+    base = gemm_config.GemmConfig(256, block_n, 0, _kernels.num_sms(), 1)
+    paired = gemm_config.GemmConfig(256, block_n, 0, _kernels.num_sms(), 2, multicast_a=1)
     outs = []
     for config in (paired, base):
         poison_allocator(m * n * 4)
@@ -328,6 +329,7 @@ def test_grouped_gemm_masked_kernel(rng, g, mmax, n, k, masked_m, out_dtype):
 WGRAD_CASES = [
     (200, 264, 400, None),                               # dense: T % 128 != 0, ragged M and N
     (1024, 2048, 8192, None),
+    (1000, 2600, 528, None),                             # dense 256x96 (scale products on the tensor cores)
     (136, 144, 1040, [50, 0, 130, 1, 16, 300, 7, 200]),  # k-grouped: groups inside 128-token blocks
     (72, 112, 400, [-3, 17, 33, 64, 1, 500]),            # several groups per block; clamped sizes
     (520, 776, 4096, [1000, 0, 141, 1200, 255, 3, 760, 737]),

@@ -65,3 +65,43 @@ def test_weight_gradient_dtype_from_the_kernel(kernels_on, w_dtype, want):
     w3 = jax.ShapeDtypeStruct(W3.shape, w_dtype)
     grouped = _result_types(jax.grad(_loss(fg.ragged_dot), argnums=1), "fp8gemm_grouped_gemm_wgrad", X, w3, SIZES)
     assert grouped == [f"2x512x256x{want}"]
+
+
+def _wgrad_operand_types(m, n, t):
+    a = jax.ShapeDtypeStruct((m, t), jnp.float8_e4m3fn)
+    b = jax.ShapeDtypeStruct((n, t), jnp.float8_e4m3fn)
+    a_s = jax.ShapeDtypeStruct((m, -(-t // 128)), jnp.float32)
+    b_s = jax.ShapeDtypeStruct((n, -(-t // 128)), jnp.float32)
+    text = jax.jit(fg.gemm_wgrad).trace(a, a_s, b, b_s).lower(lowering_platforms=("cuda",)).as_text()
+    return re.findall(r"@fp8gemm_gemm_wgrad\((.*)\) ->", text)[0]
+
+
+def test_wgrad_scale_operand_only_for_the_256x96_tile(kernels_on):
+    """The dense wgrad hands B's scale operand bf16 [cdiv(T,128), N, 8] to the kernel when the picker
+    takes the 256x96 tile (scale products on the tensor cores), an empty one otherwise."""
+    from jax_fp8gemm import gemm_config
+    assert (gemm_config.pick_wgrad(1000, 2600, 528, 132).block_m,
+            gemm_config.pick_wgrad(1000, 2600, 528, 132).block_n) == (256, 96)
+    assert "tensor<5x2600x8xbf16>" in _wgrad_operand_types(1000, 2600, 528)
+    assert gemm_config.pick_wgrad(64, 2600, 528, 132).block_m == 64
+    assert "tensor<0x0x8xbf16>" in _wgrad_operand_types(64, 2600, 528)
+
+
+def test_wgrad_scale_operand_splits_each_scale():
+    """(hi, hi, lo, lo, 0 x 4) per column and k-block, hi = bf16(s), hi + lo = s to ~2^-16 for
+    scales from 2^-117 up (amax from ~3e-33), and FLT_MIN (all-zero groups) exactly; below, XLA
+    flushes lo to zero (relative error up to 2^-9 on such negligible groups)."""
+    import numpy as np
+    from jax_fp8gemm.wgrad import scale_operand
+    rng = np.random.default_rng(0)
+    s = (rng.uniform(0.5, 1.0, (37, 5)) * 2.0 ** rng.integers(-116, 100, (37, 5))).astype(np.float32)
+    s[0, 0] = np.finfo(np.float32).tiny
+    ops = np.asarray(scale_operand(jnp.asarray(s)).astype(jnp.float32))
+    assert ops.shape == (5, 37, 8)
+    hi, lo = ops[..., 0], ops[..., 2]
+    np.testing.assert_array_equal(ops[..., 1], hi)
+    np.testing.assert_array_equal(ops[..., 3], lo)
+    assert not ops[..., 4:].any()
+    np.testing.assert_array_equal(hi, np.asarray(jnp.asarray(s.T).astype(jnp.bfloat16).astype(jnp.float32)))
+    rel = np.abs((hi.astype(np.float64) + lo) - s.T) / s.T
+    assert rel.max() <= 2.0 ** -16, rel.max()

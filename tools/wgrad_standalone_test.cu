@@ -77,12 +77,40 @@ float random_scale(uint32_t h) {
 }
 
 // One operand: e4m3 [rows, T] and MN-major scales [cdiv(T,128)][ld], ld = align(rows, 4).
+// bf16 bits of x, rounded to nearest even (finite x).
+uint16_t bf16_bits(float x) {
+  uint32_t u;
+  std::memcpy(&u, &x, 4);
+  return static_cast<uint16_t>((u + 0x7FFFu + ((u >> 16) & 1u)) >> 16);
+}
+float bf16_value(uint16_t b) {
+  const uint32_t u = static_cast<uint32_t>(b) << 16;
+  float x;
+  std::memcpy(&x, &u, 4);
+  return x;
+}
+
+// The scale operand of the 256x96 tile (WgradGemmProblem::sfb_ops) from MN-major scales s [tb][ld]:
+// bf16 [tb][rows][8] = (hi, hi, lo, lo, 0, 0, 0, 0), s = hi + lo.
+std::vector<uint16_t> scale_operand(const std::vector<float>& s, int tb, int rows, int ld) {
+  std::vector<uint16_t> ops(static_cast<size_t>(tb) * rows * 8, 0);
+  for (int b = 0; b < tb; ++b)
+    for (int r = 0; r < rows; ++r) {
+      const float v = s[static_cast<size_t>(b) * ld + r];
+      const uint16_t hi = bf16_bits(v), lo = bf16_bits(v - bf16_value(hi));
+      uint16_t* o = &ops[(static_cast<size_t>(b) * rows + r) * 8];
+      o[0] = o[1] = hi, o[2] = o[3] = lo;
+    }
+  return ops;
+}
+
 struct Operand {
   int rows = 0, t = 0, ld = 0;
   std::vector<uint8_t> q;
   std::vector<float> s;  // MN-major
   uint8_t* d_q = nullptr;
   float* d_s = nullptr;
+  uint16_t* d_ops = nullptr;  // scale_operand(s)
 
   void make(int tensor, int rows_, int t_) {
     rows = rows_, t = t_, ld = (rows + 3) / 4 * 4;
@@ -95,11 +123,13 @@ struct Operand {
       for (int r = 0; r < rows; ++r) s[static_cast<size_t>(b) * ld + r] = random_scale(mix(tensor + 100, r, b));
     d_q = device_copy(q);
     d_s = device_copy(s);
+    d_ops = device_copy(scale_operand(s, tb, rows, ld));
   }
   void free_device() {
     cudaFree(d_q);
     cudaFree(d_s);
-    d_q = nullptr, d_s = nullptr;
+    cudaFree(d_ops);
+    d_q = nullptr, d_s = nullptr, d_ops = nullptr;
   }
   double scale(int r, int b) const { return s[static_cast<size_t>(b) * ld + r]; }
 };
@@ -260,7 +290,7 @@ void test_dense(int m, int n, int t, bool full) {
   for (const GemmConfig& cfg : configs(full && m * n < (1 << 16), /*dense=*/true, n)) {
     auto launch_as = [&](fp8gemm::OutDtype out_dtype) {
       return [&, out_dtype](void* out) {
-        const WgradGemmProblem p{A.d_q, B.d_q, A.d_s, A.ld, B.d_s, B.ld, out, m, n, t, out_dtype};
+        const WgradGemmProblem p{A.d_q, B.d_q, A.d_s, A.ld, B.d_s, B.ld, out, m, n, t, out_dtype, B.d_ops};
         return fp8gemm::launch_fp8_gemm_wgrad(p, cfg, 0);
       };
     };
@@ -404,6 +434,7 @@ void test_rejections() {
 struct DeviceOperand {
   uint8_t* q = nullptr;
   float* s = nullptr;
+  uint16_t* ops = nullptr;
   int ld = 0;
   DeviceOperand(int rows, int t) {
     ld = (rows + 3) / 4 * 4;
@@ -411,11 +442,14 @@ struct DeviceOperand {
     std::vector<uint8_t> h(bytes);
     for (size_t i = 0; i < bytes; ++i) h[i] = random_e4m3(mix(9, i, rows));
     q = device_copy(h);
-    s = device_copy(std::vector<float>(static_cast<size_t>(cdiv(t, 128)) * ld, 1.0f));
+    const std::vector<float> ones(static_cast<size_t>(cdiv(t, 128)) * ld, 1.0f);
+    s = device_copy(ones);
+    ops = device_copy(scale_operand(ones, cdiv(t, 128), rows, ld));
   }
   ~DeviceOperand() {
     cudaFree(q);
     cudaFree(s);
+    cudaFree(ops);
   }
 };
 
@@ -451,7 +485,7 @@ void bench(const BenchOptions& o) {
     for (const fp8gemm::CompiledTile& tile : fp8gemm::kCompiledWgradTiles) {
       if (!bench_tile(o, tile)) continue;
       const GemmConfig cfg{tile.block_m, tile.block_n, 0, 0, o.multicast, o.multicast_a};
-      WgradGemmProblem p{A.q, B.q, A.s, A.ld, B.s, B.ld, d, c.m, c.n, c.t, o.out};
+      WgradGemmProblem p{A.q, B.q, A.s, A.ld, B.s, B.ld, d, c.m, c.n, c.t, o.out, B.ops};
       const double ms = median_ms([&] { return fp8gemm::launch_fp8_gemm_wgrad(p, cfg, 0); }, /*warmup=*/2, runs, flush);
       const double tflops = flops / ms / 1e9;
       std::printf("  dense     M=%d N=%d T=%d  %-22s %8.3f ms %7.1f TFLOP/s\n", c.m, c.n, c.t, cfg_name(cfg).c_str(),

@@ -362,6 +362,17 @@ __device__ __forceinline__ uint64_t make_smem_desc_sw128(uint32_t smem_addr) {
   return desc;
 }
 
+// Descriptor of a K-major operand without swizzle: 8-row x 16-byte core matrices (rows 16 bytes
+// apart), `lbo` bytes apart along K and `sbo` bytes apart along M / N (B's scale operand of
+// GemmTraits::kScaleMma).
+__device__ __forceinline__ uint64_t make_smem_desc_interleave(uint32_t smem_addr, uint32_t lbo, uint32_t sbo) {
+  uint64_t desc = 0;
+  desc |= static_cast<uint64_t>((smem_addr & 0x3FFFF) >> 4);
+  desc |= static_cast<uint64_t>(lbo >> 4) << 16;
+  desc |= static_cast<uint64_t>(sbo >> 4) << 32;
+  return desc;  // layout type 0: no swizzle
+}
+
 // `desc` with its low 32 bits (start address >> 4, leading byte offset) replaced by `lo`: moving a
 // descriptor to another tile only changes the start address, which never carries into bit 32.
 __device__ __forceinline__ uint64_t smem_desc_with_lo(uint64_t desc, uint32_t lo) {
@@ -398,7 +409,7 @@ __device__ __forceinline__ void fence_operands(float (&r)[N]) {
 // warpgroup, lane t): d[4*i + 0/1] = (row 16*w + t/4,     cols 8*i + 2*(t%4) + 0/1),
 //                     d[4*i + 2/3] = (row 16*w + t/4 + 8, same cols).
 // The specializations below are mechanical (generated): N/2 accumulator operands %0..%(N/2-1),
-// then desc_a, desc_b and the accumulate flag. Only the N of compiled tiles are kept (32, 64,
+// then desc_a, desc_b and the accumulate flag. Only the N of compiled tiles are kept (32, 64, 96,
 // 112, 128, 144, 160, 192); add another by the same pattern.
 template <int N>
 struct WgmmaFp8;
@@ -436,6 +447,60 @@ template <> struct WgmmaFp8<64> {
         "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
         "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
       : "l"(desc_a), "l"(desc_b), "r"(accumulate));
+  }
+};
+
+template <> struct WgmmaFp8<96> {
+  static constexpr int kNumAcc = 48;
+  static __device__ __forceinline__ void mma(uint64_t desc_a, uint64_t desc_b, float (&d)[48], uint32_t accumulate) {
+    asm volatile(
+      "{\n.reg .pred p;\n"
+      "setp.ne.b32 p, %50, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n96k32.f32.e4m3.e4m3 {"
+      "%0, %1, %2, %3, %4, %5, %6, %7, "
+      "%8, %9, %10, %11, %12, %13, %14, %15, "
+      "%16, %17, %18, %19, %20, %21, %22, %23, "
+      "%24, %25, %26, %27, %28, %29, %30, %31, "
+      "%32, %33, %34, %35, %36, %37, %38, %39, "
+      "%40, %41, %42, %43, %44, %45, %46, %47"
+      "}, %48, %49, p, 1, 1;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+        "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+        "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
+        "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
+        "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47])
+      : "l"(desc_a), "l"(desc_b), "r"(accumulate));
+  }
+};
+
+// D[64 x 96] (+)= A[64 x 16] * B[96 x 16]^T, bf16 x bf16 -> f32; A from registers, B K-major in
+// shared memory (no transpose: the trailing 0): the scale products of the 256x96 wgrad tile
+// (fp8_gemm_kernel.cuh, GemmTraits::kScaleMma). A's fragment (warp w of the warpgroup, lane t; two
+// bf16 per register, the lower k in the low half): a0 = row 16w + t/4, k 2(t%4) + 0/1; a1 = row + 8;
+// a2 / a3 = the same at k + 8 (the rows of the thread's accumulators, as in the fp8 layout above).
+struct WgmmaBf16N96 {
+  static constexpr int kNumAcc = 48;
+  static __device__ __forceinline__ void mma(uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint64_t desc_b,
+                                             float (&d)[48], uint32_t accumulate) {
+    asm volatile(
+      "{\n.reg .pred p;\n"
+      "setp.ne.b32 p, %53, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n96k16.f32.bf16.bf16 {"
+      "%0, %1, %2, %3, %4, %5, %6, %7, "
+      "%8, %9, %10, %11, %12, %13, %14, %15, "
+      "%16, %17, %18, %19, %20, %21, %22, %23, "
+      "%24, %25, %26, %27, %28, %29, %30, %31, "
+      "%32, %33, %34, %35, %36, %37, %38, %39, "
+      "%40, %41, %42, %43, %44, %45, %46, %47"
+      "}, {%48, %49, %50, %51}, %52, p, 1, 1, 0;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+        "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+        "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
+        "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
+        "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47])
+      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc_b), "r"(accumulate));
   }
 };
 

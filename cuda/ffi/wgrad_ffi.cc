@@ -4,7 +4,9 @@
 // output (the result buffer's dtype).
 //
 //   fp8gemm_gemm_wgrad          a [M,T], sfa [cdiv(T,128), align(M,4)], b [N,T],
-//                               sfb [cdiv(T,128), align(N,4)] -> d f32/bf16 [M,N]
+//                               sfb [cdiv(T,128), align(N,4)], sfb_ops -> d f32/bf16 [M,N]
+//                               (sfb_ops: B's scale operand bf16 [cdiv(T,128), N, 8] for the 256x96
+//                               tile, WgradGemmProblem::sfb_ops; empty for the other tiles)
 //   fp8gemm_grouped_gemm_wgrad  the same plus the unpadded group sizes s32 [G] (read on the device
 //                               only) -> d f32/bf16 [G,M,N]
 // No host synchronisation: both are command-buffer (CUDA graph) compatible.
@@ -45,11 +47,18 @@ ffi::Error check_operands(const std::string& op, ffi::AnyBuffer a, ffi::Buffer<f
 }
 
 ffi::Error GemmWgrad(cudaStream_t stream, ffi::AnyBuffer a, ffi::Buffer<ffi::F32> sfa, ffi::AnyBuffer b,
-                     ffi::Buffer<ffi::F32> sfb, ffi::Result<ffi::AnyBuffer> d, int64_t block_m,
-                     int64_t block_n, int64_t num_stages, int64_t num_sms, int64_t multicast, int64_t multicast_a) {
+                     ffi::Buffer<ffi::F32> sfb, ffi::Buffer<ffi::BF16> sfb_ops, ffi::Result<ffi::AnyBuffer> d,
+                     int64_t block_m, int64_t block_n, int64_t num_stages, int64_t num_sms, int64_t multicast,
+                     int64_t multicast_a) {
   const std::string op = "gemm_wgrad";
   WgradGemmProblem p{};
   if (auto err = check_operands(op, a, sfa, b, sfb, &p); err.failure()) return err;
+  if (sfb_ops.element_count() > 0) {
+    const auto od = sfb_ops.dimensions();
+    if (od.size() != 3 || od[0] != (p.t + 127) / 128 || od[1] != p.n || od[2] != 8)
+      return invalid(op + ": sfb_ops must be bf16 [cdiv(T,128), N, 8] (or empty)");
+    p.sfb_ops = sfb_ops.typed_data();
+  }
   if (auto err = ffi_util::output_dtype(op, *d, &p.out_dtype); err.failure()) return err;
   const auto dd = d->dimensions();
   if (dd.size() != 2 || dd[0] != p.m || dd[1] != p.n) return invalid(op + ": d must be [M,N]");
@@ -86,7 +95,9 @@ ffi::Error GroupedGemmWgrad(cudaStream_t stream, ffi::AnyBuffer a, ffi::Buffer<f
 }  // namespace
 
 XLA_FFI_DEFINE_HANDLER_SYMBOL(kFp8GemmWgrad, GemmWgrad,
-                              ffi_util::bind_config_attrs(ffi_util::bind_gemm_operands().Ret<ffi::AnyBuffer>()),
+                              ffi_util::bind_config_attrs(ffi_util::bind_gemm_operands()
+                                                              .Arg<ffi::Buffer<ffi::BF16>>()  // sfb_ops
+                                                              .Ret<ffi::AnyBuffer>()),
                               {ffi::Traits::kCmdBufferCompatible});
 
 XLA_FFI_DEFINE_HANDLER_SYMBOL(kFp8GroupedGemmWgrad, GroupedGemmWgrad,

@@ -337,6 +337,20 @@ bool encode_output_map(CUtensorMap* map, void* base, OutDtype out, long long row
   return encode_tensor_map_2d(map, d);
 }
 
+// B's scale operand of the kernels with KernelEntry::scale_ops: [k-blocks][n][16 bytes] as 8-byte
+// elements (TMA boxes hold at most 256 elements), boxes of block_n columns x one k-block.
+bool encode_scale_ops_map(CUtensorMap* map, const void* base, int num_k_blocks, int n, int block_n) {
+  TensorMap2D d;
+  d.base = base;
+  d.dtype = CU_TENSOR_MAP_DATA_TYPE_UINT64;
+  d.rows = static_cast<uint64_t>(num_k_blocks);
+  d.cols = static_cast<uint64_t>(n) * 2;
+  d.row_pitch_bytes = static_cast<uint64_t>(n) * 16;
+  d.box_rows = 1;
+  d.box_cols = static_cast<uint32_t>(block_n) * 2;
+  return encode_tensor_map_2d(map, d);
+}
+
 // The tensor maps every kernel takes. sfb: per-row B scales, read by the wgrad kernels only (the
 // others get zeros).
 struct TensorMaps {
@@ -584,6 +598,7 @@ struct WgradOperands {
   void* d;
   int m, n, t;
   OutDtype out;
+  const void* sfb_ops = nullptr;  // kernels with KernelEntry::scale_ops (dense 256x96)
 };
 
 bool wgrad_operands_ok(const WgradOperands& p) {
@@ -615,7 +630,8 @@ cudaError_t launch_wgrad_kernel(const WgradOperands& p, long long rows_d, long l
   if (!encode_operand_map(&maps.a, p.a, p.m, p.t, e.a_load_rows) ||
       !encode_operand_map(&maps.b, p.b, p.n, p.t, e.block_n) ||
       !encode_scale_map(&maps.sfa, p.sfa, num_k_blocks, p.m, p.sfa_ld, sfa_box_cols(e)) ||
-      !encode_scale_map(&maps.sfb, p.sfb, num_k_blocks, p.n, p.sfb_ld, e.block_n) ||  // kSfbBoxCols
+      !(e.scale_ops ? encode_scale_ops_map(&maps.sfb, p.sfb_ops, num_k_blocks, p.n, e.block_n)
+                    : encode_scale_map(&maps.sfb, p.sfb, num_k_blocks, p.n, p.sfb_ld, e.block_n)) ||  // kSfbBoxCols
       !encode_output_map(&maps.d, p.d, p.out, rows_d, p.n, e))
     return cudaErrorInvalidValue;
 
@@ -632,10 +648,11 @@ cudaError_t launch_fp8_gemm_wgrad(const WgradGemmProblem& p, const GemmConfig& c
   if (!is_compiled_wgrad(cfg, /*k_grouped=*/false)) return cudaErrorInvalidValue;
   if (p.m < 0 || p.n < 0 || p.t <= 0) return cudaErrorInvalidValue;
   if (p.m == 0 || p.n == 0) return cudaSuccess;
-  const WgradOperands ops{p.a, p.b, p.sfa, p.sfa_ld, p.sfb, p.sfb_ld, p.d, p.m, p.n, p.t, p.out_dtype};
+  const WgradOperands ops{p.a, p.b, p.sfa, p.sfa_ld, p.sfb, p.sfb_ld, p.d, p.m, p.n, p.t, p.out_dtype, p.sfb_ops};
   if (!wgrad_operands_ok(ops)) return cudaErrorInvalidValue;
   const int entry_idx = find_wgrad_entry(cfg.block_m, cfg.block_n, /*k_grouped=*/false, p.out_dtype);
   const KernelEntry& e = wgrad_registry(false)[entry_idx];
+  if (e.scale_ops && (p.sfb_ops == nullptr || !aligned(p.sfb_ops, 16))) return cudaErrorInvalidValue;
   const long long num_tiles =
       static_cast<long long>((p.m + e.block_m - 1) / e.block_m) * ((p.n + e.block_n - 1) / e.block_n);
   if (num_tiles > INT_MAX / 2) return cudaErrorInvalidValue;

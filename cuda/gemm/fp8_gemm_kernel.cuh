@@ -57,6 +57,9 @@ constexpr int kProducerRegisters = 40;     // setmaxnreg for the producer warpgr
 // threads (a tile's B scales are staged), 4 = the masking warps of the producer warpgroup.
 constexpr uint32_t kMathBarrierId = 3;
 constexpr uint32_t kMaskBarrierId = 4;
+// Unroll factor of the k-loop with the scale products on the tensor cores (GemmTraits::kScaleMma):
+// as the two-wave loop's with bf16 output (4 and 8 within 0.4% on its previous version, RESULTS.md, session 26).
+constexpr int kScaleMmaUnroll = 8;
 // Unroll factor of the serial k-loop (one-wave tiles without deferred promotion: 128 x 144/160/192,
 // the k-grouped wgrad 64x128). Measured at 4096x2112x7168 against no unrolling: 128x192 +3%,
 // 128x160 +4%, 128x144 +7% (8: 128x192 and 128x160 +0.5% more, 128x144 8% less; RESULTS.md,
@@ -142,12 +145,28 @@ struct GemmTraits {
   // soon as its wgmmas are done and still read its per-column scales while promoting, because the
   // next TMA into the stage fills the other slot.
   static constexpr int kSfbBoxCols = kPerRowScaleB ? BLOCK_N : 0;
-  static constexpr int kSfbSlotFloats = ((kSfbBoxCols * 4 + 127) / 128) * 32;
+  // Scale products on the tensor cores (the dense wgrad's 256x96 tile). Per wave, one bf16 wgmma
+  // m64n96k16 computes P[r][c] = sa[r] * sb[c] in the accumulator layout from sa = hi + lo and
+  // sb = hi + lo (two bf16s each): A from registers, rows (hi, lo, hi, lo), B rows (hi, hi, lo, lo),
+  // zeros to k = 16, so each row pair sums to (hi_a + lo_a) * (hi_b + lo_b) (relative error
+  // ~2^-17). The promotion is then one FFMA per element, out += acc * P, as in the forward kernel,
+  // instead of an FMUL and an FFMA: the per-column promotion costs the 256x128 tile a quarter of
+  // its time (RESULTS.md, session 24). B's operand comes ready-made (WgradGemmProblem::sfb_ops,
+  // 16 bytes per column and k-block: (hi, hi, lo, lo, 0 x 4)) and is loaded by TMA into the
+  // stage's SFB slot in place of B's scales: 8-row core matrices of 16 bytes stacked along N
+  // (SBO 128 B). Its k 8-15 half is never written: the descriptor's LBO of 16 B points it at the
+  // next row (finite bytes; the last row's at a 16-byte zero pad), and A's k 8-15 registers are 0.
+  // Written in the kernel instead, the operand cost ~10% (RESULTS.md, session 26).
+  // 96 columns: three accumulator arrays (acc, P, two outputs of 48) fit the registers; at 128 they do not.
+  static constexpr bool kScaleMma = kPerRowScaleB && BLOCK_M == 256 && BLOCK_N == 96 && !kMaskSharedBlocks;
+  static constexpr int kScaleOpColBytes = 16;  // per column of B's scale operand and k-block
+  static constexpr int kSfbBoxBytes = kScaleMma ? BLOCK_N * kScaleOpColBytes : kSfbBoxCols * 4;
+  static constexpr int kSfbSlotFloats = ((kSfbBoxBytes + (kScaleMma ? 16 : 0) + 127) / 128) * 32;
   static constexpr int kSmemSFB = 2 * kSfbSlotFloats * 4;
   static constexpr int kSmemD = Epilogue::kSmemBytes;
   static constexpr int kSmemBarriers = (kMaskSharedBlocks ? 3 : 2) * 8;  // full + empty (+ loaded) mbarrier per stage
   static constexpr int kSmemPerStage = kSmemAB + kSmemSFA + kSmemSFB + kSmemBarriers;
-  static constexpr uint32_t kTxBytesPerStage = kSmemA + kSmemB + kWaveLoads * kSfaBoxRows * 4 + kSfbBoxCols * 4;
+  static constexpr uint32_t kTxBytesPerStage = kSmemA + kSmemB + kWaveLoads * kSfaBoxRows * 4 + kSfbBoxBytes;
   static constexpr uint32_t kWaveLoadBytes = kALoadRows * kBlockK + kSfaBoxRows * 4;  // one box of A and of SFA
   static_assert(kSmemA % 1024 == 0 && kSmemB % 1024 == 0 && kSmemD % 1024 == 0,
                 "128B-swizzled tiles must stay 1024-byte aligned");
@@ -161,9 +180,10 @@ struct GemmTraits {
   static constexpr int kSfbStagedRows =
       kPerRowScaleB ? 0 : ((kMayStraddle || kLoadPerWave) ? 2 : (kNumWaves > 1 ? 1 : 0));
   // A wide tile's second B tile goes into the half of the stage's A tile that its one wave leaves free.
-  static_assert(!kLoadPerWave || kSmemB == kALoadRows * kBlockK, "wide tiles: B tile = half an A tile");
+  static_assert(!kLoadPerWave || kSmemB <= kALoadRows * kBlockK, "wide tiles: a B tile fits half an A tile");
 
-  static constexpr int smem_bytes(int num_stages) { return kSmemD + num_stages * kSmemPerStage; }
+  static constexpr int kSmemFixed = kSmemD;  // besides the stages
+  static constexpr int smem_bytes(int num_stages) { return kSmemFixed + num_stages * kSmemPerStage; }
 };
 
 // A switch that is on unless the environment variable `name` starts with '0' (read once; for A/B
@@ -390,6 +410,13 @@ __global__ void __launch_bounds__(GemmTraits<BLOCK_M, BLOCK_N, Epilogue, kPerRow
       if constexpr (kTileKRange) ptx::mbar_init(&loaded_bar[s], 1);
     }
     if (tile_ring != nullptr) tile_ring->init(Traits::kNumMathThreads);
+    if constexpr (Traits::kScaleMma) {
+      // The 16-byte pad after each SFB slot's scale operand (read as the last row's k 8-15).
+      for (int slot = 0; slot < 2 * num_stages; ++slot)
+        *reinterpret_cast<uint4*>(reinterpret_cast<uint8_t*>(smem_sfb + slot * Traits::kSfbSlotFloats) +
+                                  Traits::kSfbBoxBytes) = make_uint4(0u, 0u, 0u, 0u);
+      ptx::fence_proxy_async_shared();  // read by the wgmmas (async proxy)
+    }
     ptx::fence_mbarrier_init();
   }
   // A box of fewer rows than the tile (args.a_box_rows, M below the tile): the A rows below it are never
@@ -466,7 +493,8 @@ __global__ void __launch_bounds__(GemmTraits<BLOCK_M, BLOCK_N, Epilogue, kPerRow
             }
           }
           if constexpr (kPerRowScaleB)  // each CTA loads its own slice (also with B multicast)
-            ptx::tma_load_2d(&tmap_sfb, bar, smem_sfb + (2 * stage + phase) * Traits::kSfbSlotFloats, tile.col_start, kb);
+            ptx::tma_load_2d(&tmap_sfb, bar, smem_sfb + (2 * stage + phase) * Traits::kSfbSlotFloats,
+                             Traits::kScaleMma ? tile.col_start * (Traits::kScaleOpColBytes / 8) : tile.col_start, kb);
           if (!tile.multicast_b) {
             ptx::tma_load_2d(&tmap_b, bar, smem_b_stage, kb * kBlockK, tile.b_row);
             // A wide tile (grouped 256-row kernels only): the next N-block's B tile, into the A rows
@@ -832,7 +860,8 @@ __global__ void __launch_bounds__(GemmTraits<BLOCK_M, BLOCK_N, Epilogue, kPerRow
         // one wave (half the wgmmas and promotions; out1 stays zero and is not stored). Full tiles
         // run the two-wave loop unchanged. A wide tile (grouped kernels) runs the two-wave loop with
         // wave 1 on wave 0's rows against the second N-block's B tile and B scales.
-        static_assert(!Traits::kMayStraddle && BLOCK_N == 128, "256-row tiles are 128 wide");
+        static_assert(kPerRowScaleB || (!Traits::kMayStraddle && BLOCK_N == 128),
+                      "256-row tiles are 128 wide (one B-scale block), or have per-row B scales");
         auto wave_loop = [&](auto waves_c, auto wide_c) {
           constexpr int kWaves = decltype(waves_c)::value;
           constexpr bool kWide = decltype(wide_c)::value;
@@ -870,7 +899,84 @@ __global__ void __launch_bounds__(GemmTraits<BLOCK_M, BLOCK_N, Epilogue, kPerRow
         };
         // (Wide tiles exist in kLoadPerWave kernels only; elsewhere this instantiates the narrow loop.)
         using Narrow = std::false_type;
-        if (Traits::kLoadPerWave && tile.wide)
+        if constexpr (Traits::kScaleMma) {
+          static_assert(!Traits::kLoadPerWave, "no wide tiles with the scale products on the tensor cores");
+          // The scale products of the wave.
+          float pscale[kNumAcc];
+          // The two-wave loop with the scale products on the tensor cores (GemmTraits::
+          // kScaleMma). Per wave: the 4 fp8 wgmmas and the bf16 one of P = sa * sb, one commit
+          // group, then out += acc * P. A's operand of the next wave (this thread's two rows) is
+          // made while a wave runs: that of wave 1 during wave 0, that of the next k-block's wave 0
+          // during the last wave (it waits for the next stage there).
+          auto scale_mma_loop = [&](auto waves_c) {
+            constexpr int kWaves = decltype(waves_c)::value;
+            // A's operand of a wave: (hi, lo) at k 2(t%4) + 0/1 for t%4 < 2, else 0.
+            const bool sa_lane = lane % 4 < 2;
+            auto split = [](float v) { return ptx::pack_bf16x2(v, v - __bfloat162float(__float2bfloat16_rn(v))); };
+            auto load_scale_a = [&](uint32_t st, int wave, uint32_t& a0, uint32_t& a1) {
+              float sfa0, sfa1;
+              load_sfa(st, sfa0, sfa1, wave);
+              a0 = sa_lane ? split(sfa0) : 0u;
+              a1 = sa_lane ? split(sfa1) : 0u;
+            };
+            constexpr uint32_t kCoreBytes = 8 * Traits::kScaleOpColBytes;  // 8 columns' core matrix
+            auto issue_wave = [&](int wave, uint32_t a0, uint32_t a1) {
+              const uint32_t stage_lo = stage * (Traits::kSmemAB / 16);
+              const uint32_t a_lo = wave * (128 * kBlockK / 16);
+              ptx::fence_operands(acc);
+              ptx::fence_operands(pscale);
+              ptx::wgmma_fence();
+#pragma unroll
+              for (int k = 0; k < kBlockK / kWgmmaK; ++k) {
+                const uint32_t k_lo = k * (kWgmmaK / 16);
+                Wgmma::mma(ptx::smem_desc_with_lo(desc_a0, desc_a0_lo + stage_lo + a_lo + k_lo),
+                           ptx::smem_desc_with_lo(desc_b0, desc_b0_lo + stage_lo + k_lo), acc, k > 0 ? 1u : 0u);
+              }
+              const uint32_t ops = ptx::smem_u32(smem_sfb + (2 * stage + phase) * Traits::kSfbSlotFloats);
+              ptx::WgmmaBf16N96::mma(a0, a1, 0u, 0u,
+                                     ptx::make_smem_desc_interleave(ops, Traits::kScaleOpColBytes, kCoreBytes),
+                                     pscale, 0u);
+              ptx::wgmma_commit();
+              ptx::fence_operands(acc);
+              ptx::fence_operands(pscale);
+            };
+            if (tile_k_blocks <= 0) return;
+            ptx::mbar_wait(&full_bar[stage], phase);
+            uint32_t a0, a1;  // A's operand of the next wave
+            load_scale_a(stage, 0, a0, a1);
+#pragma unroll kScaleMmaUnroll
+            for (int kb = 0; kb < tile_k_blocks; ++kb) {
+#pragma unroll
+              for (int wave = 0; wave < kWaves; ++wave) {
+                issue_wave(wave, a0, a1);
+                uint32_t next_a0 = 0u, next_a1 = 0u;
+                if (wave + 1 < kWaves) {
+                  load_scale_a(stage, wave + 1, next_a0, next_a1);
+                } else if (kb + 1 < tile_k_blocks) {
+                  uint32_t next_stage = stage, next_phase = phase;
+                  advance(next_stage, next_phase);
+                  ptx::mbar_wait(&full_bar[next_stage], next_phase);
+                  load_scale_a(next_stage, 0, next_a0, next_a1);
+                }
+                ptx::wgmma_wait<0>();
+                ptx::fence_operands(acc);
+                ptx::fence_operands(pscale);
+                asm volatile("" : "+r"(a0), "+r"(a1));  // the wgmma's A registers live until here
+                // The stage's A scales were read before its wgmmas (into registers).
+                if (wave == kWaves - 1) release(stage);
+                float (&o)[kNumAcc] = wave == 0 ? out : out1;
+#pragma unroll
+                for (int i = 0; i < kNumAcc; ++i) o[i] = fmaf(acc[i], pscale[i], o[i]);
+                a0 = next_a0, a1 = next_a1;
+              }
+              advance(stage, phase);
+            }
+          };
+          if (detail::one_wave_tile<kNumWaves>(tile, args))
+            scale_mma_loop(std::integral_constant<int, 1>{});
+          else
+            scale_mma_loop(std::integral_constant<int, kNumWaves>{});
+        } else if (Traits::kLoadPerWave && tile.wide)
           wave_loop(std::integral_constant<int, 2>{}, std::integral_constant<bool, Traits::kLoadPerWave>{});
         else if (detail::one_wave_tile<kNumWaves>(tile, args))
           wave_loop(std::integral_constant<int, 1>{}, Narrow{});
@@ -976,6 +1082,7 @@ struct KernelEntry {
   int sfa_box_rows = 0;  // floats of A's scales per TMA load (GemmTraits::kSfaBoxRows)
   int a_load_rows = 0;   // rows of A per TMA load (GemmTraits::kALoadRows)
   int sfb_staged_rows = 0;  // rows of B scales staged per tile (GemmTraits::kSfbStagedRows)
+  bool scale_ops = false;   // B's scale operand instead of its scales (GemmTraits::kScaleMma)
 };
 
 template <OutDtype kOut>
@@ -992,8 +1099,9 @@ KernelEntry make_kernel_entry(OutDtype out) {
   e.out = out;
   e.fn = reinterpret_cast<const void*>(&sm90_fp8_gemm_kernel<BLOCK_M, BLOCK_N, Epi, Scheduler, kPerRowScaleB>);
   e.num_threads = Traits::kNumThreads;
-  e.smem_fixed = Traits::kSmemD;
+  e.smem_fixed = Traits::kSmemFixed;
   e.smem_per_stage = Traits::kSmemPerStage;
+  e.scale_ops = Traits::kScaleMma;
   e.d_box_cols = Epi::kAtomCols;
   e.d_box_rows = Epi::kBoxRows;
   e.d_swizzle_bytes = Epi::kAtomBytes;

@@ -14,7 +14,7 @@
 
 #include "gemm/fp8_gemm_kernel.cuh"
 
-#define FP8GEMM_COMPILED_WGRAD_TILES(X) X(256, 128) X(128, 128) X(128, 112) X(64, 128)
+#define FP8GEMM_COMPILED_WGRAD_TILES(X) X(256, 128) X(256, 96) X(128, 128) X(128, 112) X(64, 128)
 
 namespace fp8gemm {
 namespace detail {
