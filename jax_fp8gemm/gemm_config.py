@@ -191,11 +191,12 @@ COMPILED_WGRAD_TILES = ((256, 128), (256, 96), (128, 128), (128, 112), (64, 128)
 # the 256x128 tile: 0.840 / 0.840 / 0.836 at 8192^2 / 7168^2 / 4096x7168 x 8192 tokens (H200,
 # harness, mc2A; RESULTS.md, session 26).
 _SCALE_MMA_FACTOR = 0.84
+_SCALE_MMA_TILE = (256, 96)
 
 
 def takes_scale_operand(config: GemmConfig) -> bool:
     """Whether the dense wgrad kernel of `config` reads B's scale operand (wgrad.scale_operand)."""
-    return (config.block_m, config.block_n) == (256, 96)
+    return (config.block_m, config.block_n) == _SCALE_MMA_TILE
 
 
 def pick_wgrad(m: int, n: int, t: int, num_sms: int, *, g: int = 1,
@@ -218,7 +219,7 @@ def pick_wgrad(m: int, n: int, t: int, num_sms: int, *, g: int = 1,
                 continue
             if m > 64 and bm == 64:
                 continue  # one math warpgroup: only for small M
-            if (bm, bn) == (256, 96):
+            if (bm, bn) == _SCALE_MMA_TILE:
                 if k_grouped:
                     continue  # its k-grouped kernel promotes per column: 6% slower than 256x128
                 yield bm, bn, g * cdiv(m, bm) * cdiv(n, bn), _SCALE_MMA_FACTOR

@@ -80,8 +80,8 @@ def test_wgrad_scale_operand_only_for_the_256x96_tile(kernels_on):
     """The dense wgrad hands B's scale operand bf16 [cdiv(T,128), N, 8] to the kernel when the picker
     takes the 256x96 tile (scale products on the tensor cores), an empty one otherwise."""
     from jax_fp8gemm import gemm_config
-    assert (gemm_config.pick_wgrad(1000, 2600, 528, 132).block_m,
-            gemm_config.pick_wgrad(1000, 2600, 528, 132).block_n) == (256, 96)
+    picked = gemm_config.pick_wgrad(1000, 2600, 528, 132)
+    assert (picked.block_m, picked.block_n) == (256, 96)
     assert "tensor<5x2600x8xbf16>" in _wgrad_operand_types(1000, 2600, 528)
     assert gemm_config.pick_wgrad(64, 2600, 528, 132).block_m == 64
     assert "tensor<0x0x8xbf16>" in _wgrad_operand_types(64, 2600, 528)
