@@ -604,10 +604,9 @@ __global__ void __launch_bounds__(GemmTraits<BLOCK_M, BLOCK_N, Epilogue, kPerRow
     // Issue the 4 wgmmas of the k-block in `stage` into accumulator `a` (one commit group);
     // a_offset_lo / b_offset_lo move A's / B's descriptor (16-byte units, modulo 2^32): the second wave
     // of a 256-row tile (A), the second N-block of a wide tile (B, read from the A tile's free half).
-    auto issue = [&](float (&a)[kNumAcc], uint32_t st, uint32_t a_offset_lo = 0, uint32_t b_offset_lo = 0) {
+    // issue_mmas: the 4 wgmmas alone (no fences, no commit).
+    auto issue_mmas = [&](float (&a)[kNumAcc], uint32_t st, uint32_t a_offset_lo, uint32_t b_offset_lo) {
       const uint32_t stage_lo = st * (Traits::kSmemAB / 16);
-      ptx::fence_operands(a);
-      ptx::wgmma_fence();
 #pragma unroll
       for (int k = 0; k < kBlockK / kWgmmaK; ++k) {
         // k * 32 bytes along the 128-byte swizzled row = k * 2 in 16-byte descriptor units.
@@ -615,6 +614,11 @@ __global__ void __launch_bounds__(GemmTraits<BLOCK_M, BLOCK_N, Epilogue, kPerRow
         Wgmma::mma(ptx::smem_desc_with_lo(desc_a0, desc_a0_lo + stage_lo + a_offset_lo + k_lo),
                    ptx::smem_desc_with_lo(desc_b0, desc_b0_lo + stage_lo + b_offset_lo + k_lo), a, k > 0 ? 1u : 0u);
       }
+    };
+    auto issue = [&](float (&a)[kNumAcc], uint32_t st, uint32_t a_offset_lo = 0, uint32_t b_offset_lo = 0) {
+      ptx::fence_operands(a);
+      ptx::wgmma_fence();
+      issue_mmas(a, st, a_offset_lo, b_offset_lo);
       ptx::wgmma_commit();
       ptx::fence_operands(a);
     };
@@ -921,17 +925,10 @@ __global__ void __launch_bounds__(GemmTraits<BLOCK_M, BLOCK_N, Epilogue, kPerRow
             };
             constexpr uint32_t kCoreBytes = 8 * Traits::kScaleOpColBytes;  // 8 columns' core matrix
             auto issue_wave = [&](int wave, uint32_t a0, uint32_t a1) {
-              const uint32_t stage_lo = stage * (Traits::kSmemAB / 16);
-              const uint32_t a_lo = wave * (128 * kBlockK / 16);
               ptx::fence_operands(acc);
               ptx::fence_operands(pscale);
               ptx::wgmma_fence();
-#pragma unroll
-              for (int k = 0; k < kBlockK / kWgmmaK; ++k) {
-                const uint32_t k_lo = k * (kWgmmaK / 16);
-                Wgmma::mma(ptx::smem_desc_with_lo(desc_a0, desc_a0_lo + stage_lo + a_lo + k_lo),
-                           ptx::smem_desc_with_lo(desc_b0, desc_b0_lo + stage_lo + k_lo), acc, k > 0 ? 1u : 0u);
-              }
+              issue_mmas(acc, stage, wave * (128 * kBlockK / 16), 0);
               const uint32_t ops = ptx::smem_u32(smem_sfb + (2 * stage + phase) * Traits::kSfbSlotFloats);
               ptx::WgmmaBf16N96::mma(a0, a1, 0u, 0u,
                                      ptx::make_smem_desc_interleave(ops, Traits::kScaleOpColBytes, kCoreBytes),
