@@ -195,7 +195,8 @@ _SCALE_MMA_TILE = (256, 96)
 
 
 def takes_scale_operand(config: GemmConfig) -> bool:
-    """Whether the dense wgrad kernel of `config` reads B's scale operand (wgrad.scale_operand)."""
+    """Whether the wgrad kernel (dense or k-grouped) of `config` reads B's scale operand
+    (wgrad.scale_operand)."""
     return (config.block_m, config.block_n) == _SCALE_MMA_TILE
 
 
@@ -220,8 +221,6 @@ def pick_wgrad(m: int, n: int, t: int, num_sms: int, *, g: int = 1,
             if m > 64 and bm == 64:
                 continue  # one math warpgroup: only for small M
             if (bm, bn) == _SCALE_MMA_TILE:
-                if k_grouped:
-                    continue  # its k-grouped kernel promotes per column: 6% slower than 256x128
                 yield bm, bn, g * cdiv(m, bm) * cdiv(n, bn), _SCALE_MMA_FACTOR
                 continue
             # the serial loop with per-column scales: measured 12-20% slower per tile (session 9;

@@ -81,8 +81,8 @@ def _dense_plan(layout, a, a_s, b, b_s, *, out_dtype):
 
 
 def scale_operand(b_s):
-    """B's scale operand of the 256x96 wgrad tile (its scale products on the tensor cores,
-    GemmTraits::kScaleMma): [N, Kb] scales s -> bf16 [Kb, N, 8] = (hi, hi, lo, lo, 0, 0, 0, 0) with
+    """B's scale operand of the 256x96 wgrad tiles (dense and k-grouped: their scale products on
+    the tensor cores, GemmTraits::kScaleMma): [N, Kb] scales s -> bf16 [Kb, N, 8] = (hi, hi, lo, lo, 0, 0, 0, 0) with
     hi = bf16(s), lo = bf16(s - hi), so that hi + lo is s to ~2^-17 (for s >= 2^-117: below, lo
     is flushed to zero, 2^-9; FLT_MIN, the scale of an all-zero group, is exact). One small fused
     XLA kernel."""
@@ -93,13 +93,19 @@ def scale_operand(b_s):
     return jnp.stack([hi, hi, lo, lo, zero, zero, zero, zero], axis=-1)
 
 
+def _scale_operand_for(config: gemm_config.GemmConfig, b_s):
+    """What the kernel of `config` takes as B's scale operand: scale_operand(b_s), or nothing."""
+    if gemm_config.takes_scale_operand(config):
+        return scale_operand(b_s)
+    return jnp.zeros((0, 0, 8), jnp.bfloat16)
+
+
 def gemm_wgrad_kernel_call(a, a_s, b, b_s, config: gemm_config.GemmConfig, out_dtype=jnp.float32):
     """The dense wgrad FFI call with an explicit configuration: [M, N], FP32 or bf16."""
     out = jax.ShapeDtypeStruct((a.shape[0], b.shape[0]), out_dtype)
-    scale_ops = (scale_operand(b_s) if gemm_config.takes_scale_operand(config)
-                 else jnp.zeros((0, 0, 8), jnp.bfloat16))
     return jax.ffi.ffi_call("fp8gemm_gemm_wgrad", out)(
-        a, mn_major_scales(a_s), b, mn_major_scales(b_s), scale_ops, **config.attributes())
+        a, mn_major_scales(a_s), b, mn_major_scales(b_s), _scale_operand_for(config, b_s),
+        **config.attributes())
 
 
 def _kernel_dtype(out_dtype, n):
@@ -193,7 +199,8 @@ def grouped_gemm_wgrad_kernel_call(a, a_s, b, b_s, group_sizes, config: gemm_con
     is masked per group in shared memory)."""
     out = jax.ShapeDtypeStruct((group_sizes.shape[0], a.shape[0], b.shape[0]), out_dtype)
     return jax.ffi.ffi_call("fp8gemm_grouped_gemm_wgrad", out)(
-        a, mn_major_scales(a_s), b, mn_major_scales(b_s), group_sizes, **config.attributes())
+        a, mn_major_scales(a_s), b, mn_major_scales(b_s), _scale_operand_for(config, b_s), group_sizes,
+        **config.attributes())
 
 
 def _grouped_kernel(a, a_s, b, b_s, group_sizes, *, out_dtype):

@@ -77,7 +77,7 @@ def test_pick_wgrad(k_grouped):
         c = gc.pick_wgrad(m, n, 8192, sms, g=g, k_grouped=k_grouped)
         assert (c.block_m, c.block_n) in gc.COMPILED_WGRAD_TILES
         # T = 8192 here; k-grouped pairs need an even number of N-blocks
-        paired = c.block_m == 256 and not (k_grouped and -(-n // 128) % 2)
+        paired = c.block_m == 256 and not (k_grouped and -(-n // c.block_n) % 2)
         assert (c.multicast, c.multicast_a) == ((2, 1) if paired else (1, 0)), (m, n, g, sms)
         assert (c.block_m == 64) == (m <= 64), (m, n, g, sms)  # one math warpgroup only for small M
 
@@ -100,8 +100,8 @@ def test_pairs_share_a_only_where_it_measured_faster():
     assert gc.pick(4096, 7168, 16384, jnp.bfloat16, 1).multicast == 1
     assert gc.pick(4096, 7168, 16384, jnp.float32, 132).multicast == 1  # 128-row tiles for f32
     assert gc.pick_wgrad(7168, 7168, 8192, 132).multicast_a == 1  # dense wgrad: also paired
-    assert gc.pick_wgrad(4096, 7168, 32768, 132, g=8, k_grouped=True).multicast_a == 1
-    assert gc.pick_wgrad(4096, 7040, 32768, 132, g=8, k_grouped=True).multicast == 1  # 55 N-blocks
+    assert gc.pick_wgrad(4096, 14336, 32768, 132, g=8, k_grouped=True).multicast_a == 1  # 150 N-blocks
+    assert gc.pick_wgrad(4096, 7168, 32768, 132, g=8, k_grouped=True).multicast == 1  # 75 N-blocks
 
 
 def test_short_k_steers_f32_off_the_three_stage_tile():

@@ -215,16 +215,18 @@ def test_256_row_tile_pairs_sharing_a(rng, kind, m, n, k):
     np.testing.assert_array_equal(outs[0].view(np.uint32), outs[1].view(np.uint32))
 
 
-def test_k_grouped_wgrad_pairs_sharing_a(rng):
-    """The k-grouped wgrad's 256x128 tile in CTA pairs sharing A (8 N-blocks: pairs of one group):
-    unaligned, uneven and empty groups, tokens past the last group. Bit for bit the unpaired
-    kernel, and the float64 reference group by group."""
-    m, n, t, sizes = 1000, 1024, 4112, [1000, 0, 141, 1200, 255, 3, 760, 737]
+@pytest.mark.parametrize("block_n,n", [(128, 1024), (96, 1152)])
+def test_k_grouped_wgrad_pairs_sharing_a(rng, block_n, n):
+    """The k-grouped wgrad's 256-row tiles in CTA pairs sharing A (8 / 12 N-blocks: pairs of one
+    group; 256x96 with its scale products on the tensor cores): unaligned, uneven and empty
+    groups, tokens past the last group, a partial last M-block. Bit for bit the unpaired kernel,
+    and the float64 reference group by group."""
+    m, t, sizes = 1000, 4112, [1000, 0, 141, 1200, 255, 3, 760, 737]
     a, a_s = fg.quantize_rowwise(randn(rng, (m, t), jnp.bfloat16))
     b, b_s = fg.quantize_rowwise(randn(rng, (n, t), jnp.bfloat16))
     gs = jnp.asarray(sizes, jnp.int32)
-    base = gemm_config.GemmConfig(256, 128, 0, _kernels.num_sms(), 1)
-    paired = gemm_config.GemmConfig(256, 128, 0, _kernels.num_sms(), 2, multicast_a=1)
+    base = gemm_config.GemmConfig(256, block_n, 0, _kernels.num_sms(), 1)
+    paired = gemm_config.GemmConfig(256, block_n, 0, _kernels.num_sms(), 2, multicast_a=1)
     outs = []
     for config in (paired, base):
         poison_allocator(len(sizes) * m * n * 4)
@@ -332,7 +334,7 @@ WGRAD_CASES = [
     (1000, 2600, 528, None),                             # dense 256x96 (scale products on the tensor cores)
     (136, 144, 1040, [50, 0, 130, 1, 16, 300, 7, 200]),  # k-grouped: groups inside 128-token blocks
     (72, 112, 400, [-3, 17, 33, 64, 1, 500]),            # several groups per block; clamped sizes
-    (520, 776, 4096, [1000, 0, 141, 1200, 255, 3, 760, 737]),
+    (520, 776, 4096, [1000, 0, 141, 1200, 255, 3, 760, 737]),  # k-grouped 256x96
     (256, 384, 4096, [4096]),                            # G = 1
 ]
 

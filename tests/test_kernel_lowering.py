@@ -67,24 +67,33 @@ def test_weight_gradient_dtype_from_the_kernel(kernels_on, w_dtype, want):
     assert grouped == [f"2x512x256x{want}"]
 
 
-def _wgrad_operand_types(m, n, t):
+def _wgrad_operand_types(m, n, t, g=None):
+    """The operand types of the wgrad FFI call (k-grouped with g groups)."""
     a = jax.ShapeDtypeStruct((m, t), jnp.float8_e4m3fn)
     b = jax.ShapeDtypeStruct((n, t), jnp.float8_e4m3fn)
     a_s = jax.ShapeDtypeStruct((m, -(-t // 128)), jnp.float32)
     b_s = jax.ShapeDtypeStruct((n, -(-t // 128)), jnp.float32)
-    text = jax.jit(fg.gemm_wgrad).trace(a, a_s, b, b_s).lower(lowering_platforms=("cuda",)).as_text()
-    return re.findall(r"@fp8gemm_gemm_wgrad\((.*)\) ->", text)[0]
+    if g is None:
+        op, args, target = fg.gemm_wgrad, (a, a_s, b, b_s), "fp8gemm_gemm_wgrad"
+    else:
+        sizes = jax.ShapeDtypeStruct((g,), jnp.int32)
+        op, args, target = fg.grouped_gemm_wgrad, (a, a_s, b, b_s, sizes), "fp8gemm_grouped_gemm_wgrad"
+    text = jax.jit(op).trace(*args).lower(lowering_platforms=("cuda",)).as_text()
+    return re.findall(rf"@{target}\((.*)\) ->", text)[0]
 
 
-def test_wgrad_scale_operand_only_for_the_256x96_tile(kernels_on):
-    """The dense wgrad hands B's scale operand bf16 [cdiv(T,128), N, 8] to the kernel when the picker
-    takes the 256x96 tile (scale products on the tensor cores), an empty one otherwise."""
+@pytest.mark.parametrize("g", [None, 8])
+def test_wgrad_scale_operand_only_for_the_256x96_tile(kernels_on, g):
+    """The wgrad (dense, and k-grouped with g groups) hands B's scale operand bf16 [cdiv(T,128), N, 8]
+    to the kernel when the picker takes the 256x96 tile (scale products on the tensor cores), an
+    empty one otherwise."""
     from jax_fp8gemm import gemm_config
-    picked = gemm_config.pick_wgrad(1000, 2600, 528, 132)
+    k_grouped = {"g": g, "k_grouped": True} if g else {}
+    picked = gemm_config.pick_wgrad(1000, 2600, 528, 132, **k_grouped)
     assert (picked.block_m, picked.block_n) == (256, 96)
-    assert "tensor<5x2600x8xbf16>" in _wgrad_operand_types(1000, 2600, 528)
-    assert gemm_config.pick_wgrad(64, 2600, 528, 132).block_m == 64
-    assert "tensor<0x0x8xbf16>" in _wgrad_operand_types(64, 2600, 528)
+    assert "tensor<5x2600x8xbf16>" in _wgrad_operand_types(1000, 2600, 528, g)
+    assert gemm_config.pick_wgrad(64, 2600, 528, 132, **k_grouped).block_m == 64
+    assert "tensor<0x0x8xbf16>" in _wgrad_operand_types(64, 2600, 528, g)
 
 
 def test_wgrad_scale_operand_splits_each_scale():

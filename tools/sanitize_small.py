@@ -10,7 +10,7 @@ import jax.numpy as jnp
 
 import jax_fp8gemm as fg
 from jax_fp8gemm import _kernels, gemm_config
-from jax_fp8gemm.wgrad import gemm_wgrad_kernel_call
+from jax_fp8gemm.wgrad import gemm_wgrad_kernel_call, grouped_gemm_wgrad_kernel_call
 
 key = jax.random.key(0)
 for shape in [(3, 200), (2, 130, 136), (5, 4)]:
@@ -57,10 +57,12 @@ for out_dtype in (jnp.bfloat16, jnp.float32):
     jax.block_until_ready(fg.grouped_gemm_wgrad(a, a_s, b, b_s, jnp.asarray([150, 0, 100, 30], jnp.int32),
                                                 out_dtype=out_dtype))
 # The 256x96 wgrad tile (scale products on the tensor cores; B's scale operand made by XLA),
-# partial tiles both ways.
+# partial tiles both ways; k-grouped too (uneven, empty groups, unused tail tokens).
 a, a_s = fg.quantize_rowwise(jax.random.normal(key, (200, 400)))
 b, b_s = fg.quantize_rowwise(jax.random.normal(key, (264, 400)))
 tile_256x96 = gemm_config.GemmConfig(256, 96, 0, _kernels.num_sms(), 1)
 for out_dtype in (jnp.bfloat16, jnp.float32):
     jax.block_until_ready(gemm_wgrad_kernel_call(a, a_s, b, b_s, tile_256x96, out_dtype))
+    jax.block_until_ready(grouped_gemm_wgrad_kernel_call(a, a_s, b, b_s, jnp.asarray([150, 0, 100, 30], jnp.int32),
+                                                         tile_256x96, out_dtype))
 print("sanitize_small: done")

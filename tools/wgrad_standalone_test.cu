@@ -350,7 +350,7 @@ void test_grouped(int m, int n, int t, const std::vector<int>& sizes, bool full)
   for (const GemmConfig& cfg : configs(full && m * n < (1 << 16), /*dense=*/false, n)) {
     auto launch_as = [&](fp8gemm::OutDtype out_dtype) {
       return [&, out_dtype](void* out) {
-        const GroupedWgradGemmProblem p{A.d_q, B.d_q, A.d_s, A.ld, B.d_s, B.ld, out, m, n, t, g, d_sizes, out_dtype};
+        const GroupedWgradGemmProblem p{A.d_q, B.d_q, A.d_s, A.ld, B.d_s, B.ld, out, m, n, t, g, d_sizes, out_dtype, B.d_ops};
         return fp8gemm::launch_fp8_grouped_gemm_wgrad(p, cfg, 0);
       };
     };
@@ -404,6 +404,7 @@ void test_rejections() {
   cases.push_back({"bf16 out, N % 8", with([](WgradGemmProblem& q) { q.n = 124, q.out_dtype = fp8gemm::OutDtype::kBF16; }), ok});
   cases.push_back({"sfa_ld < M", with([](WgradGemmProblem& q) { q.sfa_ld = 64; }), ok});
   cases.push_back({"sfb_ld % 4", with([](WgradGemmProblem& q) { q.sfb_ld = 130; }), ok});
+  cases.push_back({"256x96 without B's scale operand", p, GemmConfig{256, 96, 0, 0, 1}});
   for (const Case& c : cases) {
     const cudaError_t err = fp8gemm::launch_fp8_gemm_wgrad(c.p, c.cfg, 0);
     if (err != cudaErrorInvalidValue) {
@@ -423,8 +424,12 @@ void test_rejections() {
       std::printf("  rejection %-40s FAIL (%s)\n", "k-grouped in CTA pairs", cfg_name(cfg).c_str());
       ++g_failures;
     }
+  if (fp8gemm::launch_fp8_grouped_gemm_wgrad(gp, GemmConfig{256, 96, 0, 0, 1}, 0) != cudaErrorInvalidValue) {
+    std::printf("  rejection %-40s FAIL\n", "k-grouped 256x96 without B's scale operand");
+    ++g_failures;
+  }
   (void)cudaGetLastError();
-  std::printf("  rejections: %zu cases checked\n", cases.size() + 3);
+  std::printf("  rejections: %zu cases checked\n", cases.size() + 4);
 }
 
 // ------------------------------------------------------------------------------------------------
@@ -514,7 +519,7 @@ void bench(const BenchOptions& o) {
       for (const fp8gemm::CompiledTile& tile : fp8gemm::kCompiledWgradTiles) {
         if (!bench_tile(o, tile)) continue;
         const GemmConfig cfg{tile.block_m, tile.block_n, 0, 0, o.multicast, o.multicast_a};
-        GroupedWgradGemmProblem p{A.q, B.q, A.s, A.ld, B.s, B.ld, d, m, n, t, g, d_sizes, o.out};
+        GroupedWgradGemmProblem p{A.q, B.q, A.s, A.ld, B.s, B.ld, d, m, n, t, g, d_sizes, o.out, B.ops};
         const double ms =
             median_ms([&] { return fp8gemm::launch_fp8_grouped_gemm_wgrad(p, cfg, 0); }, /*warmup=*/2, runs, flush);
         const double tflops = flops / ms / 1e9;

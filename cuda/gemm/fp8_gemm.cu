@@ -598,10 +598,12 @@ struct WgradOperands {
   void* d;
   int m, n, t;
   OutDtype out;
-  const void* sfb_ops = nullptr;  // kernels with KernelEntry::scale_ops (dense 256x96)
+  const void* sfb_ops = nullptr;  // kernels with KernelEntry::scale_ops (256x96)
 };
 
-bool wgrad_operands_ok(const WgradOperands& p) {
+// `e`: the kernel; one with KernelEntry::scale_ops needs B's scale operand.
+bool wgrad_operands_ok(const WgradOperands& p, const KernelEntry& e) {
+  if (e.scale_ops && (p.sfb_ops == nullptr || !aligned(p.sfb_ops, 16))) return false;
   if (p.out != OutDtype::kF32 && p.out != OutDtype::kBF16) return false;
   const int out_bytes = p.out == OutDtype::kBF16 ? 2 : 4;
   if (p.t % 16 != 0 || (p.n * out_bytes) % 16 != 0) return false;  // TMA row pitches: 16-byte multiples
@@ -649,10 +651,9 @@ cudaError_t launch_fp8_gemm_wgrad(const WgradGemmProblem& p, const GemmConfig& c
   if (p.m < 0 || p.n < 0 || p.t <= 0) return cudaErrorInvalidValue;
   if (p.m == 0 || p.n == 0) return cudaSuccess;
   const WgradOperands ops{p.a, p.b, p.sfa, p.sfa_ld, p.sfb, p.sfb_ld, p.d, p.m, p.n, p.t, p.out_dtype, p.sfb_ops};
-  if (!wgrad_operands_ok(ops)) return cudaErrorInvalidValue;
   const int entry_idx = find_wgrad_entry(cfg.block_m, cfg.block_n, /*k_grouped=*/false, p.out_dtype);
   const KernelEntry& e = wgrad_registry(false)[entry_idx];
-  if (e.scale_ops && (p.sfb_ops == nullptr || !aligned(p.sfb_ops, 16))) return cudaErrorInvalidValue;
+  if (!wgrad_operands_ok(ops, e)) return cudaErrorInvalidValue;
   const long long num_tiles =
       static_cast<long long>((p.m + e.block_m - 1) / e.block_m) * ((p.n + e.block_n - 1) / e.block_n);
   if (num_tiles > INT_MAX / 2) return cudaErrorInvalidValue;
@@ -668,10 +669,10 @@ cudaError_t launch_fp8_grouped_gemm_wgrad(const GroupedWgradGemmProblem& p, cons
   if (!is_compiled_wgrad(cfg, /*k_grouped=*/true)) return cudaErrorInvalidValue;
   if (p.m < 0 || p.n < 0 || p.t <= 0 || p.num_groups < 0) return cudaErrorInvalidValue;
   if (p.m == 0 || p.n == 0 || p.num_groups == 0) return cudaSuccess;  // D is empty
-  const WgradOperands ops{p.a, p.b, p.sfa, p.sfa_ld, p.sfb, p.sfb_ld, p.d, p.m, p.n, p.t, p.out_dtype};
-  if (!wgrad_operands_ok(ops) || !p.group_sizes || !aligned(p.group_sizes, 4)) return cudaErrorInvalidValue;
+  const WgradOperands ops{p.a, p.b, p.sfa, p.sfa_ld, p.sfb, p.sfb_ld, p.d, p.m, p.n, p.t, p.out_dtype, p.sfb_ops};
   const int entry_idx = find_wgrad_entry(cfg.block_m, cfg.block_n, /*k_grouped=*/true, p.out_dtype);
   const KernelEntry& e = wgrad_registry(true)[entry_idx];
+  if (!wgrad_operands_ok(ops, e) || !p.group_sizes || !aligned(p.group_sizes, 4)) return cudaErrorInvalidValue;
   // D rows (G * M, plus a tile) and the tile indices are int32 in the kernel.
   const long long rows_d = static_cast<long long>(p.num_groups) * p.m;
   const long long num_tiles = static_cast<long long>(p.num_groups) * ((p.m + e.block_m - 1) / e.block_m) *

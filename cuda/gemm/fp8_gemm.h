@@ -205,16 +205,17 @@ struct GroupedWgradGemmProblem {
   int m, n, t, num_groups;
   const int* group_sizes;  // device int32 [G]
   OutDtype out_dtype = OutDtype::kF32;
+  const void* sfb_ops = nullptr;  // the 256x96 tile only: as WgradGemmProblem::sfb_ops
 };
 
 // Tiles compiled for the wgrad kernels (dense and k-grouped each, f32 and bf16 output; both also
 // run in CTA pairs sharing A, the dense one sharing B too):
 //   256x128  two 64-row waves per math warpgroup (serial promotion), as the forward 256x128: half
 //            the B traffic per FLOP of 128x128; D is staged one 128-row wave at a time (64 KB).
-//   256x96   dense: the scale products on the tensor cores (GemmTraits::kScaleMma; B's scale
-//            operand from WgradGemmProblem::sfb_ops, 16 bytes per column and k-block in place of
-//            B's scales): 9-10% faster than 256x128 at 7168^2-8192^2. Its k-grouped twin
-//            promotes per column (slower than 256x128; not picked, kept for the harness's checks).
+//   256x96   the scale products on the tensor cores (GemmTraits::kScaleMma; B's scale operand
+//            from sfb_ops, 16 bytes per column and k-block in place of B's scales): dense 9-10%
+//            faster than 256x128 at 7168^2-8192^2; k-grouped the same operand (shared blocks keep
+//            their scales).
 //   128x128  deferred promotion (k-grouped: with a 28-byte spill per tile, see
 //            GemmTraits::kExtraRegisters). M = N = 7168: 56 x 56 tiles.
 //   128x112  N = 7168 -> 64 N-blocks, deferred promotion in both variants (3 * 56 + 40 registers).

@@ -156,9 +156,11 @@ struct GemmTraits {
   // stage's SFB slot in place of B's scales: 8-row core matrices of 16 bytes stacked along N
   // (SBO 128 B). Its k 8-15 half is never written: the descriptor's LBO of 16 B points it at the
   // next row (finite bytes; the last row's at a 16-byte zero pad), and A's k 8-15 registers are 0.
-  // Written in the kernel instead, the operand cost ~10% (RESULTS.md, session 26).
+  // Written in the kernel instead, the operand cost ~10% (RESULTS.md, session 26). The k-grouped
+  // twin takes the same operand: a 128-token block two groups share keeps its scales, only A's
+  // tokens of the other group are zeroed (the producer's masking warps).
   // 96 columns: three accumulator arrays (acc, P, two outputs of 48) fit the registers; at 128 they do not.
-  static constexpr bool kScaleMma = kPerRowScaleB && BLOCK_M == 256 && BLOCK_N == 96 && !kMaskSharedBlocks;
+  static constexpr bool kScaleMma = kPerRowScaleB && BLOCK_M == 256 && BLOCK_N == 96;
   static constexpr int kScaleOpColBytes = 16;  // per column of B's scale operand and k-block
   static constexpr int kSfbBoxBytes = kScaleMma ? BLOCK_N * kScaleOpColBytes : kSfbBoxCols * 4;
   static constexpr int kSfbSlotFloats = ((kSfbBoxBytes + (kScaleMma ? 16 : 0) + 127) / 128) * 32;
@@ -904,7 +906,9 @@ __global__ void __launch_bounds__(GemmTraits<BLOCK_M, BLOCK_N, Epilogue, kPerRow
         // (Wide tiles exist in kLoadPerWave kernels only; elsewhere this instantiates the narrow loop.)
         using Narrow = std::false_type;
         if constexpr (Traits::kScaleMma) {
-          static_assert(!Traits::kLoadPerWave, "no wide tiles with the scale products on the tensor cores");
+          // Wide tiles are the grouped GEMM's; A's two waves come in one box (dense) or two (k-grouped),
+          // 128 rows apart either way.
+          static_assert(!Traits::kLoadPerWave || kTileKRange, "no wide tiles with the scale products on the tensor cores");
           // The scale products of the wave.
           float pscale[kNumAcc];
           // The two-wave loop with the scale products on the tensor cores (GemmTraits::
