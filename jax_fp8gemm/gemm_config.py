@@ -187,7 +187,7 @@ COMPILED_WGRAD_TILES = ((256, 128), (256, 96), (128, 128), (128, 112), (64, 128)
 
 # The dense 256x96 wgrad tile computes its scale products on the tensor cores (GemmTraits::kScaleMma:
 # one FFMA per element instead of an FMUL and an FFMA, B's scale operand made by XLA beforehand:
-# wgrad.scale_operand). Its measured time per tile relative to what the cost model charges against
+# wgrad.scale_operand_b). Its measured time per tile relative to what the cost model charges against
 # the 256x128 tile: 0.840 / 0.840 / 0.836 at 8192^2 / 7168^2 / 4096x7168 x 8192 tokens (H200,
 # harness, mc2A; RESULTS.md, session 26).
 _SCALE_MMA_FACTOR = 0.84
@@ -195,8 +195,8 @@ _SCALE_MMA_TILE = (256, 96)
 
 
 def takes_scale_operand(config: GemmConfig) -> bool:
-    """Whether the wgrad kernel (dense or k-grouped) of `config` reads B's scale operand
-    (wgrad.scale_operand)."""
+    """Whether the wgrad kernel (dense or k-grouped) of `config` reads the scale operands
+    (wgrad.scale_operand_a, wgrad.scale_operand_b) instead of the scales."""
     return (config.block_m, config.block_n) == _SCALE_MMA_TILE
 
 

@@ -80,7 +80,7 @@ def _dense_plan(layout, a, a_s, b, b_s, *, out_dtype):
                 out_specs=(spec(m, n),), local=local)
 
 
-def scale_operand(b_s):
+def scale_operand_b(b_s):
     """B's scale operand of the 256x96 wgrad tiles (dense and k-grouped: their scale products on
     the tensor cores, GemmTraits::kScaleMma): [N, Kb] scales s -> bf16 [Kb, N, 8] = (hi, hi, lo, lo, 0, 0, 0, 0) with
     hi = bf16(s), lo = bf16(s - hi), so that hi + lo is s to ~2^-17 (for s >= 2^-117: below, lo
@@ -93,18 +93,30 @@ def scale_operand(b_s):
     return jnp.stack([hi, hi, lo, lo, zero, zero, zero, zero], axis=-1)
 
 
-def _scale_operand_for(config: gemm_config.GemmConfig, b_s):
-    """What the kernel of `config` takes as B's scale operand: scale_operand(b_s), or nothing."""
+def scale_operand_a(a_s):
+    """A's scale operand of the 256x96 wgrad tiles: [M, Kb] scales s -> uint32 [Kb, align(M, 4)] (the
+    layout of `mn_major_scales`), the word hi | lo << 16 of the split of `scale_operand_b`; the
+    kernel hands it to its bf16 wgmma as it is."""
+    s = a_s.astype(jnp.float32)
+    hi = s.astype(jnp.bfloat16)
+    lo = (s - hi.astype(jnp.float32)).astype(jnp.bfloat16)
+    bits = lambda v: jax.lax.bitcast_convert_type(v, jnp.uint16).astype(jnp.uint32)
+    return mn_major_scales(bits(hi) | (bits(lo) << 16))
+
+
+def _scale_operands_for(config: gemm_config.GemmConfig, a_s, b_s):
+    """What the kernel of `config` takes as its scale operands: (scale_operand_a(a_s),
+    scale_operand_b(b_s)), or two empty arrays."""
     if gemm_config.takes_scale_operand(config):
-        return scale_operand(b_s)
-    return jnp.zeros((0, 0, 8), jnp.bfloat16)
+        return scale_operand_a(a_s), scale_operand_b(b_s)
+    return jnp.zeros((0, 0), jnp.uint32), jnp.zeros((0, 0, 8), jnp.bfloat16)
 
 
 def gemm_wgrad_kernel_call(a, a_s, b, b_s, config: gemm_config.GemmConfig, out_dtype=jnp.float32):
     """The dense wgrad FFI call with an explicit configuration: [M, N], FP32 or bf16."""
     out = jax.ShapeDtypeStruct((a.shape[0], b.shape[0]), out_dtype)
     return jax.ffi.ffi_call("fp8gemm_gemm_wgrad", out)(
-        a, mn_major_scales(a_s), b, mn_major_scales(b_s), _scale_operand_for(config, b_s),
+        a, mn_major_scales(a_s), b, mn_major_scales(b_s), *_scale_operands_for(config, a_s, b_s),
         **config.attributes())
 
 
@@ -199,8 +211,8 @@ def grouped_gemm_wgrad_kernel_call(a, a_s, b, b_s, group_sizes, config: gemm_con
     is masked per group in shared memory)."""
     out = jax.ShapeDtypeStruct((group_sizes.shape[0], a.shape[0], b.shape[0]), out_dtype)
     return jax.ffi.ffi_call("fp8gemm_grouped_gemm_wgrad", out)(
-        a, mn_major_scales(a_s), b, mn_major_scales(b_s), _scale_operand_for(config, b_s), group_sizes,
-        **config.attributes())
+        a, mn_major_scales(a_s), b, mn_major_scales(b_s), *_scale_operands_for(config, a_s, b_s),
+        group_sizes, **config.attributes())
 
 
 def _grouped_kernel(a, a_s, b, b_s, group_sizes, *, out_dtype):

@@ -84,28 +84,29 @@ def _wgrad_operand_types(m, n, t, g=None):
 
 @pytest.mark.parametrize("g", [None, 8])
 def test_wgrad_scale_operand_only_for_the_256x96_tile(kernels_on, g):
-    """The wgrad (dense, and k-grouped with g groups) hands B's scale operand bf16 [cdiv(T,128), N, 8]
-    to the kernel when the picker takes the 256x96 tile (scale products on the tensor cores), an
-    empty one otherwise."""
+    """The wgrad (dense, and k-grouped with g groups) hands the scale operands, A's uint32
+    [cdiv(T,128), align(M,4)] and B's bf16 [cdiv(T,128), N, 8], to the kernel when the picker takes
+    the 256x96 tile (scale products on the tensor cores), empty ones otherwise."""
     from jax_fp8gemm import gemm_config
     k_grouped = {"g": g, "k_grouped": True} if g else {}
     picked = gemm_config.pick_wgrad(1000, 2600, 528, 132, **k_grouped)
     assert (picked.block_m, picked.block_n) == (256, 96)
-    assert "tensor<5x2600x8xbf16>" in _wgrad_operand_types(1000, 2600, 528, g)
+    assert "tensor<5x1000xui32>, tensor<5x2600x8xbf16>" in _wgrad_operand_types(1000, 2600, 528, g)
     assert gemm_config.pick_wgrad(64, 2600, 528, 132, **k_grouped).block_m == 64
-    assert "tensor<0x0x8xbf16>" in _wgrad_operand_types(64, 2600, 528, g)
+    assert "tensor<0x0xui32>, tensor<0x0x8xbf16>" in _wgrad_operand_types(64, 2600, 528, g)
 
 
-def test_wgrad_scale_operand_splits_each_scale():
-    """(hi, hi, lo, lo, 0 x 4) per column and k-block, hi = bf16(s), hi + lo = s to ~2^-16 for
-    scales from 2^-117 up (amax from ~3e-33), and FLT_MIN (all-zero groups) exactly; below, XLA
-    flushes lo to zero (relative error up to 2^-9 on such negligible groups)."""
+def test_wgrad_scale_operands_split_each_scale():
+    """B's operand: (hi, hi, lo, lo, 0 x 4) per column and k-block, hi = bf16(s), hi + lo = s to
+    ~2^-16 for scales from 2^-117 up (amax from ~3e-33), and FLT_MIN (all-zero groups) exactly;
+    below, XLA flushes lo to zero (relative error up to 2^-9 on such negligible groups). A's: the
+    same pair packed in one word."""
     import numpy as np
-    from jax_fp8gemm.wgrad import scale_operand
+    from jax_fp8gemm.wgrad import scale_operand_a, scale_operand_b
     rng = np.random.default_rng(0)
     s = (rng.uniform(0.5, 1.0, (37, 5)) * 2.0 ** rng.integers(-116, 100, (37, 5))).astype(np.float32)
     s[0, 0] = np.finfo(np.float32).tiny
-    ops = np.asarray(scale_operand(jnp.asarray(s)).astype(jnp.float32))
+    ops = np.asarray(scale_operand_b(jnp.asarray(s)).astype(jnp.float32))
     assert ops.shape == (5, 37, 8)
     hi, lo = ops[..., 0], ops[..., 2]
     np.testing.assert_array_equal(ops[..., 1], hi)
@@ -114,3 +115,9 @@ def test_wgrad_scale_operand_splits_each_scale():
     np.testing.assert_array_equal(hi, np.asarray(jnp.asarray(s.T).astype(jnp.bfloat16).astype(jnp.float32)))
     rel = np.abs((hi.astype(np.float64) + lo) - s.T) / s.T
     assert rel.max() <= 2.0 ** -16, rel.max()
+    # A's operand: the same pair as one word per scale (hi in the low half), MN-major, M padded to 4.
+    words = np.asarray(scale_operand_a(jnp.asarray(s)))
+    assert words.dtype == np.uint32 and words.shape == (5, 40)
+    as_f32 = lambda half: (half.astype(np.uint32) << 16).view(np.float32)
+    np.testing.assert_array_equal(as_f32(words[:, :37] & 0xFFFF), hi)
+    np.testing.assert_array_equal(as_f32(words[:, :37] >> 16), lo)

@@ -90,9 +90,19 @@ float bf16_value(uint16_t b) {
   return x;
 }
 
-// The scale operand of the 256x96 tile (WgradGemmProblem::sfb_ops) from MN-major scales s [tb][ld]:
-// bf16 [tb][rows][8] = (hi, hi, lo, lo, 0, 0, 0, 0), s = hi + lo.
-std::vector<uint16_t> scale_operand(const std::vector<float>& s, int tb, int rows, int ld) {
+// The scale operands of the 256x96 tile from MN-major scales s [tb][ld], s = hi + lo:
+// A's (WgradGemmProblem::sfa_ops): uint32 [tb][ld] = hi | lo << 16;
+std::vector<uint32_t> scale_operand_a(const std::vector<float>& s) {
+  std::vector<uint32_t> words(s.size());
+  for (size_t i = 0; i < s.size(); ++i) {
+    const uint16_t hi = bf16_bits(s[i]), lo = bf16_bits(s[i] - bf16_value(hi));
+    words[i] = hi | static_cast<uint32_t>(lo) << 16;
+  }
+  return words;
+}
+
+// B's (WgradGemmProblem::sfb_ops): bf16 [tb][rows][8] = (hi, hi, lo, lo, 0, 0, 0, 0).
+std::vector<uint16_t> scale_operand_b(const std::vector<float>& s, int tb, int rows, int ld) {
   std::vector<uint16_t> ops(static_cast<size_t>(tb) * rows * 8, 0);
   for (int b = 0; b < tb; ++b)
     for (int r = 0; r < rows; ++r) {
@@ -110,7 +120,8 @@ struct Operand {
   std::vector<float> s;  // MN-major
   uint8_t* d_q = nullptr;
   float* d_s = nullptr;
-  uint16_t* d_ops = nullptr;  // scale_operand(s)
+  uint32_t* d_words = nullptr;  // scale_operand_a(s): when this is A
+  uint16_t* d_ops = nullptr;    // scale_operand_b(s): when this is B
 
   void make(int tensor, int rows_, int t_) {
     rows = rows_, t = t_, ld = (rows + 3) / 4 * 4;
@@ -123,13 +134,15 @@ struct Operand {
       for (int r = 0; r < rows; ++r) s[static_cast<size_t>(b) * ld + r] = random_scale(mix(tensor + 100, r, b));
     d_q = device_copy(q);
     d_s = device_copy(s);
-    d_ops = device_copy(scale_operand(s, tb, rows, ld));
+    d_words = device_copy(scale_operand_a(s));
+    d_ops = device_copy(scale_operand_b(s, tb, rows, ld));
   }
   void free_device() {
     cudaFree(d_q);
     cudaFree(d_s);
+    cudaFree(d_words);
     cudaFree(d_ops);
-    d_q = nullptr, d_s = nullptr, d_ops = nullptr;
+    d_q = nullptr, d_s = nullptr, d_words = nullptr, d_ops = nullptr;
   }
   double scale(int r, int b) const { return s[static_cast<size_t>(b) * ld + r]; }
 };
@@ -290,7 +303,7 @@ void test_dense(int m, int n, int t, bool full) {
   for (const GemmConfig& cfg : configs(full && m * n < (1 << 16), /*dense=*/true, n)) {
     auto launch_as = [&](fp8gemm::OutDtype out_dtype) {
       return [&, out_dtype](void* out) {
-        const WgradGemmProblem p{A.d_q, B.d_q, A.d_s, A.ld, B.d_s, B.ld, out, m, n, t, out_dtype, B.d_ops};
+        const WgradGemmProblem p{A.d_q, B.d_q, A.d_s, A.ld, B.d_s, B.ld, out, m, n, t, out_dtype, A.d_words, B.d_ops};
         return fp8gemm::launch_fp8_gemm_wgrad(p, cfg, 0);
       };
     };
@@ -350,7 +363,8 @@ void test_grouped(int m, int n, int t, const std::vector<int>& sizes, bool full)
   for (const GemmConfig& cfg : configs(full && m * n < (1 << 16), /*dense=*/false, n)) {
     auto launch_as = [&](fp8gemm::OutDtype out_dtype) {
       return [&, out_dtype](void* out) {
-        const GroupedWgradGemmProblem p{A.d_q, B.d_q, A.d_s, A.ld, B.d_s, B.ld, out, m, n, t, g, d_sizes, out_dtype, B.d_ops};
+        const GroupedWgradGemmProblem p{A.d_q, B.d_q, A.d_s, A.ld, B.d_s, B.ld, out, m, n, t, g, d_sizes, out_dtype, A.d_words,
+                                        B.d_ops};
         return fp8gemm::launch_fp8_grouped_gemm_wgrad(p, cfg, 0);
       };
     };
@@ -404,7 +418,9 @@ void test_rejections() {
   cases.push_back({"bf16 out, N % 8", with([](WgradGemmProblem& q) { q.n = 124, q.out_dtype = fp8gemm::OutDtype::kBF16; }), ok});
   cases.push_back({"sfa_ld < M", with([](WgradGemmProblem& q) { q.sfa_ld = 64; }), ok});
   cases.push_back({"sfb_ld % 4", with([](WgradGemmProblem& q) { q.sfb_ld = 130; }), ok});
-  cases.push_back({"256x96 without B's scale operand", p, GemmConfig{256, 96, 0, 0, 1}});
+  cases.push_back({"256x96 without the scale operands", p, GemmConfig{256, 96, 0, 0, 1}});
+  cases.push_back({"256x96 without A's scale operand",
+                   with([](WgradGemmProblem& q) { q.sfb_ops = reinterpret_cast<void*>(256); }), GemmConfig{256, 96, 0, 0, 1}});
   for (const Case& c : cases) {
     const cudaError_t err = fp8gemm::launch_fp8_gemm_wgrad(c.p, c.cfg, 0);
     if (err != cudaErrorInvalidValue) {
@@ -425,7 +441,7 @@ void test_rejections() {
       ++g_failures;
     }
   if (fp8gemm::launch_fp8_grouped_gemm_wgrad(gp, GemmConfig{256, 96, 0, 0, 1}, 0) != cudaErrorInvalidValue) {
-    std::printf("  rejection %-40s FAIL\n", "k-grouped 256x96 without B's scale operand");
+    std::printf("  rejection %-40s FAIL\n", "k-grouped 256x96 without the scale operands");
     ++g_failures;
   }
   (void)cudaGetLastError();
@@ -439,7 +455,8 @@ void test_rejections() {
 struct DeviceOperand {
   uint8_t* q = nullptr;
   float* s = nullptr;
-  uint16_t* ops = nullptr;
+  uint32_t* words = nullptr;  // scale_operand_a (when this is A)
+  uint16_t* ops = nullptr;    // scale_operand_b (when this is B)
   int ld = 0;
   DeviceOperand(int rows, int t) {
     ld = (rows + 3) / 4 * 4;
@@ -449,11 +466,13 @@ struct DeviceOperand {
     q = device_copy(h);
     const std::vector<float> ones(static_cast<size_t>(cdiv(t, 128)) * ld, 1.0f);
     s = device_copy(ones);
-    ops = device_copy(scale_operand(ones, cdiv(t, 128), rows, ld));
+    words = device_copy(scale_operand_a(ones));
+    ops = device_copy(scale_operand_b(ones, cdiv(t, 128), rows, ld));
   }
   ~DeviceOperand() {
     cudaFree(q);
     cudaFree(s);
+    cudaFree(words);
     cudaFree(ops);
   }
 };
@@ -490,7 +509,7 @@ void bench(const BenchOptions& o) {
     for (const fp8gemm::CompiledTile& tile : fp8gemm::kCompiledWgradTiles) {
       if (!bench_tile(o, tile)) continue;
       const GemmConfig cfg{tile.block_m, tile.block_n, 0, 0, o.multicast, o.multicast_a};
-      WgradGemmProblem p{A.q, B.q, A.s, A.ld, B.s, B.ld, d, c.m, c.n, c.t, o.out, B.ops};
+      WgradGemmProblem p{A.q, B.q, A.s, A.ld, B.s, B.ld, d, c.m, c.n, c.t, o.out, A.words, B.ops};
       const double ms = median_ms([&] { return fp8gemm::launch_fp8_gemm_wgrad(p, cfg, 0); }, /*warmup=*/2, runs, flush);
       const double tflops = flops / ms / 1e9;
       std::printf("  dense     M=%d N=%d T=%d  %-22s %8.3f ms %7.1f TFLOP/s\n", c.m, c.n, c.t, cfg_name(cfg).c_str(),
@@ -519,7 +538,7 @@ void bench(const BenchOptions& o) {
       for (const fp8gemm::CompiledTile& tile : fp8gemm::kCompiledWgradTiles) {
         if (!bench_tile(o, tile)) continue;
         const GemmConfig cfg{tile.block_m, tile.block_n, 0, 0, o.multicast, o.multicast_a};
-        GroupedWgradGemmProblem p{A.q, B.q, A.s, A.ld, B.s, B.ld, d, m, n, t, g, d_sizes, o.out, B.ops};
+        GroupedWgradGemmProblem p{A.q, B.q, A.s, A.ld, B.s, B.ld, d, m, n, t, g, d_sizes, o.out, A.words, B.ops};
         const double ms =
             median_ms([&] { return fp8gemm::launch_fp8_grouped_gemm_wgrad(p, cfg, 0); }, /*warmup=*/2, runs, flush);
         const double tflops = flops / ms / 1e9;

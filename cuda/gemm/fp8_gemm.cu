@@ -598,12 +598,13 @@ struct WgradOperands {
   void* d;
   int m, n, t;
   OutDtype out;
-  const void* sfb_ops = nullptr;  // kernels with KernelEntry::scale_ops (256x96)
+  const void* sfa_ops = nullptr;  // kernels with KernelEntry::scale_ops (256x96)
+  const void* sfb_ops = nullptr;
 };
 
-// `e`: the kernel; one with KernelEntry::scale_ops needs B's scale operand.
+// `e`: the kernel; one with KernelEntry::scale_ops needs both scale operands.
 bool wgrad_operands_ok(const WgradOperands& p, const KernelEntry& e) {
-  if (e.scale_ops && (p.sfb_ops == nullptr || !aligned(p.sfb_ops, 16))) return false;
+  if (e.scale_ops && (!p.sfa_ops || !p.sfb_ops || !aligned(p.sfa_ops, 16) || !aligned(p.sfb_ops, 16))) return false;
   if (p.out != OutDtype::kF32 && p.out != OutDtype::kBF16) return false;
   const int out_bytes = p.out == OutDtype::kBF16 ? 2 : 4;
   if (p.t % 16 != 0 || (p.n * out_bytes) % 16 != 0) return false;  // TMA row pitches: 16-byte multiples
@@ -631,7 +632,9 @@ cudaError_t launch_wgrad_kernel(const WgradOperands& p, long long rows_d, long l
   TensorMaps maps;
   if (!encode_operand_map(&maps.a, p.a, p.m, p.t, e.a_load_rows) ||
       !encode_operand_map(&maps.b, p.b, p.n, p.t, e.block_n) ||
-      !encode_scale_map(&maps.sfa, p.sfa, num_k_blocks, p.m, p.sfa_ld, sfa_box_cols(e)) ||
+      // A's scale operand: 32-bit words in the scales' layout, loaded as they are.
+      !encode_scale_map(&maps.sfa, e.scale_ops ? static_cast<const float*>(p.sfa_ops) : p.sfa, num_k_blocks, p.m,
+                        p.sfa_ld, sfa_box_cols(e)) ||
       !(e.scale_ops ? encode_scale_ops_map(&maps.sfb, p.sfb_ops, num_k_blocks, p.n, e.block_n)
                     : encode_scale_map(&maps.sfb, p.sfb, num_k_blocks, p.n, p.sfb_ld, e.block_n)) ||  // kSfbBoxCols
       !encode_output_map(&maps.d, p.d, p.out, rows_d, p.n, e))
@@ -650,7 +653,8 @@ cudaError_t launch_fp8_gemm_wgrad(const WgradGemmProblem& p, const GemmConfig& c
   if (!is_compiled_wgrad(cfg, /*k_grouped=*/false)) return cudaErrorInvalidValue;
   if (p.m < 0 || p.n < 0 || p.t <= 0) return cudaErrorInvalidValue;
   if (p.m == 0 || p.n == 0) return cudaSuccess;
-  const WgradOperands ops{p.a, p.b, p.sfa, p.sfa_ld, p.sfb, p.sfb_ld, p.d, p.m, p.n, p.t, p.out_dtype, p.sfb_ops};
+  const WgradOperands ops{p.a,   p.b,   p.sfa,       p.sfa_ld,    p.sfb, p.sfb_ld, p.d,
+                          p.m,   p.n,   p.t,         p.out_dtype, p.sfa_ops, p.sfb_ops};
   const int entry_idx = find_wgrad_entry(cfg.block_m, cfg.block_n, /*k_grouped=*/false, p.out_dtype);
   const KernelEntry& e = wgrad_registry(false)[entry_idx];
   if (!wgrad_operands_ok(ops, e)) return cudaErrorInvalidValue;
@@ -669,7 +673,8 @@ cudaError_t launch_fp8_grouped_gemm_wgrad(const GroupedWgradGemmProblem& p, cons
   if (!is_compiled_wgrad(cfg, /*k_grouped=*/true)) return cudaErrorInvalidValue;
   if (p.m < 0 || p.n < 0 || p.t <= 0 || p.num_groups < 0) return cudaErrorInvalidValue;
   if (p.m == 0 || p.n == 0 || p.num_groups == 0) return cudaSuccess;  // D is empty
-  const WgradOperands ops{p.a, p.b, p.sfa, p.sfa_ld, p.sfb, p.sfb_ld, p.d, p.m, p.n, p.t, p.out_dtype, p.sfb_ops};
+  const WgradOperands ops{p.a,   p.b,   p.sfa,       p.sfa_ld,    p.sfb, p.sfb_ld, p.d,
+                          p.m,   p.n,   p.t,         p.out_dtype, p.sfa_ops, p.sfb_ops};
   const int entry_idx = find_wgrad_entry(cfg.block_m, cfg.block_n, /*k_grouped=*/true, p.out_dtype);
   const KernelEntry& e = wgrad_registry(true)[entry_idx];
   if (!wgrad_operands_ok(ops, e) || !p.group_sizes || !aligned(p.group_sizes, 4)) return cudaErrorInvalidValue;

@@ -182,9 +182,13 @@ struct WgradGemmProblem {
                      // pitch): N % 4 == 0 for f32, N % 8 == 0 for bf16
   int m, n, t;
   OutDtype out_dtype = OutDtype::kF32;
-  // The 256x96 tile only (its scale products on the tensor cores): B's scale operand, bf16
-  // [cdiv(T,128)][N][8] = (hi, hi, lo, lo, 0, 0, 0, 0) of each scale s = hi + lo (16-byte aligned);
-  // made from sfb by the caller. The other tiles ignore it.
+  // The 256x96 tile only (its scale products on the tensor cores), made from the scales by the
+  // caller (the other tiles ignore them); each scale s split into bf16s hi = bf16(s), lo = bf16(s - hi):
+  //   sfa_ops: A's scale operand, uint32 [cdiv(T,128)][sfa_ld] (the layout of sfa): the word
+  //            hi | lo << 16 of each of A's scales (read in place of sfa);
+  //   sfb_ops: B's scale operand, bf16 [cdiv(T,128)][N][8] = (hi, hi, lo, lo, 0, 0, 0, 0) of each
+  //            of B's scales. Both 16-byte aligned.
+  const void* sfa_ops = nullptr;
   const void* sfb_ops = nullptr;
 };
 
@@ -205,7 +209,8 @@ struct GroupedWgradGemmProblem {
   int m, n, t, num_groups;
   const int* group_sizes;  // device int32 [G]
   OutDtype out_dtype = OutDtype::kF32;
-  const void* sfb_ops = nullptr;  // the 256x96 tile only: as WgradGemmProblem::sfb_ops
+  const void* sfa_ops = nullptr;  // the 256x96 tile only: as WgradGemmProblem::sfa_ops / sfb_ops
+  const void* sfb_ops = nullptr;
 };
 
 // Tiles compiled for the wgrad kernels (dense and k-grouped each, f32 and bf16 output; both also
@@ -213,7 +218,8 @@ struct GroupedWgradGemmProblem {
 //   256x128  two 64-row waves per math warpgroup (serial promotion), as the forward 256x128: half
 //            the B traffic per FLOP of 128x128; D is staged one 128-row wave at a time (64 KB).
 //   256x96   the scale products on the tensor cores (GemmTraits::kScaleMma; B's scale operand
-//            from sfb_ops, 16 bytes per column and k-block in place of B's scales): dense 9-10%
+//            from sfb_ops, 16 bytes per column and k-block in place of B's scales, and A's from
+//            sfa_ops in place of A's): dense 9-10%
 //            faster than 256x128 at 7168^2-8192^2; k-grouped the same operand (shared blocks keep
 //            their scales).
 //   128x128  deferred promotion (k-grouped: with a 28-byte spill per tile, see

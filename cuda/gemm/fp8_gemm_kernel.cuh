@@ -151,7 +151,10 @@ struct GemmTraits {
   // zeros to k = 16, so each row pair sums to (hi_a + lo_a) * (hi_b + lo_b) (relative error
   // ~2^-17). The promotion is then one FFMA per element, out += acc * P, as in the forward kernel,
   // instead of an FMUL and an FFMA: the per-column promotion costs the 256x128 tile a quarter of
-  // its time (RESULTS.md, session 24). B's operand comes ready-made (WgradGemmProblem::sfb_ops,
+  // its time (RESULTS.md, session 24). A's operand comes ready-made in place of A's scales
+  // (WgradGemmProblem::sfa_ops: the bf16 pair (hi, lo) of each row's scale as one 32-bit word, in
+  // the layout of the scales), each thread's lanes' words going straight into the wgmma's A
+  // registers. B's operand comes ready-made (WgradGemmProblem::sfb_ops,
   // 16 bytes per column and k-block: (hi, hi, lo, lo, 0 x 4)) and is loaded by TMA into the
   // stage's SFB slot in place of B's scales: 8-row core matrices of 16 bytes stacked along N
   // (SBO 128 B). Its k 8-15 half is never written: the descriptor's LBO of 16 B points it at the
@@ -914,18 +917,18 @@ __global__ void __launch_bounds__(GemmTraits<BLOCK_M, BLOCK_N, Epilogue, kPerRow
           // The two-wave loop with the scale products on the tensor cores (GemmTraits::
           // kScaleMma). Per wave: the 4 fp8 wgmmas and the bf16 one of P = sa * sb, one commit
           // group, then out += acc * P. A's operand of the next wave (this thread's two rows) is
-          // made while a wave runs: that of wave 1 during wave 0, that of the next k-block's wave 0
+          // read while a wave runs: that of wave 1 during wave 0, that of the next k-block's wave 0
           // during the last wave (it waits for the next stage there).
           auto scale_mma_loop = [&](auto waves_c) {
             constexpr int kWaves = decltype(waves_c)::value;
-            // A's operand of a wave: (hi, lo) at k 2(t%4) + 0/1 for t%4 < 2, else 0.
+            // A's operand of a wave: (hi, lo) at k 2(t%4) + 0/1 for t%4 < 2, else 0. The SFA slot
+            // holds A's scale operand (WgradGemmProblem::sfa_ops): each row's bf16 pair, ready-made.
             const bool sa_lane = lane % 4 < 2;
-            auto split = [](float v) { return ptx::pack_bf16x2(v, v - __bfloat162float(__float2bfloat16_rn(v))); };
             auto load_scale_a = [&](uint32_t st, int wave, uint32_t& a0, uint32_t& a1) {
               float sfa0, sfa1;
               load_sfa(st, sfa0, sfa1, wave);
-              a0 = sa_lane ? split(sfa0) : 0u;
-              a1 = sa_lane ? split(sfa1) : 0u;
+              a0 = sa_lane ? __float_as_uint(sfa0) : 0u;
+              a1 = sa_lane ? __float_as_uint(sfa1) : 0u;
             };
             constexpr uint32_t kCoreBytes = 8 * Traits::kScaleOpColBytes;  // 8 columns' core matrix
             auto issue_wave = [&](int wave, uint32_t a0, uint32_t a1) {
