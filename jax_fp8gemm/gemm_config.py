@@ -185,11 +185,14 @@ def pick_grouped(m: int, n: int, k: int, g: int, num_sms: int, *, masked: bool =
 # bf16 output): kCompiledWgradTiles in cuda/gemm/fp8_gemm.h.
 COMPILED_WGRAD_TILES = ((256, 128), (256, 96), (128, 128), (128, 112), (64, 128))
 
-# The dense 256x96 wgrad tile computes its scale products on the tensor cores (GemmTraits::kScaleMma:
-# one FFMA per element instead of an FMUL and an FFMA, B's scale operand made by XLA beforehand:
-# wgrad.scale_operand_b). Its measured time per tile relative to what the cost model charges against
-# the 256x128 tile: 0.840 / 0.840 / 0.836 at 8192^2 / 7168^2 / 4096x7168 x 8192 tokens (H200,
-# harness, mc2A; RESULTS.md, session 26).
+# The 256x96 wgrad tile computes its scale products on the tensor cores (GemmTraits::kScaleMma:
+# one FFMA per element instead of an FMUL and an FFMA, the scale operands made by XLA beforehand:
+# wgrad.scale_operand_a / _b). Its measured time per tile relative to what the cost model charges
+# against the 256x128 tile: 0.840 / 0.840 / 0.836 at 8192^2 / 7168^2 / 4096x7168 x 8192 tokens
+# (dense, H200, harness, mc2A; RESULTS.md, session 26); k-grouped 8 x 4096 tokens at 4096x7168,
+# unpaired against 256x128 pairs: 0.845 (f32 out). A's operand made ready since then runs the tile
+# another 2-4% faster (session 27); the factor is kept, as the tile already wins wherever its waves
+# fill the SMs and the pick near the boundary with the 128-row tiles is unmeasured.
 _SCALE_MMA_FACTOR = 0.84
 _SCALE_MMA_TILE = (256, 96)
 
