@@ -10,50 +10,86 @@ namespace {
 
 using namespace quant;
 
-// One half warp per 1x128 group: 16 threads x 8 elements. A CTA of 256 threads takes a block of
-// kTileRows rows x kTileGroups groups (8 x 2): a warp reads 512 contiguous bytes of bf16 of one row,
-// and the MN-major scales of a group column are stored 8 rows (32 bytes, a whole sector) at a time.
+// One half warp per 1x128 group: 16 threads x 8 elements. A tile of 256 threads' work is
+// kTileRows rows x kTileGroups groups (8 x 2): a warp reads 512 contiguous bytes of bf16 of one
+// row, and the MN-major scales of a group column are stored 8 rows (32 bytes, a whole sector) at a
+// time. A CTA takes kTilesPerCta tiles, gridDim.x apart, and issues the loads of both before it
+// reduces and stores either: on the H200, bf16 in, 16% faster than one tile per CTA (3530-3900
+// against 3040-3340 GB/s, 0.84-0.92x of a device copy); four tiles per CTA ran 3150-3520, eight
+// 2380-2640 (RESULTS.md, session 27).
 constexpr int kTileGroups = 2;
 constexpr int kTileRows = 8;
+constexpr int kTilesPerCta = 2;
 template <typename T, bool kAligned>
-__global__ void quantize_rowwise_kernel(const T* __restrict__ x, int64_t rows, int64_t k,
-                                        bool pow2, uint8_t* __restrict__ q,
-                                        float* __restrict__ s) {
+__global__ void __launch_bounds__(kTileRows * kTileGroups * kThreadsPerGroup)
+    quantize_rowwise_kernel(const T* __restrict__ x, int64_t rows, int64_t k, bool pow2,
+                            uint8_t* __restrict__ q, float* __restrict__ s) {
   const int64_t k_groups = (k + kGroup - 1) / kGroup;
   const int64_t col_tiles = (k_groups + kTileGroups - 1) / kTileGroups;
+  const int64_t num_tiles = (rows + kTileRows - 1) / kTileRows * col_tiles;
   const int half_warp = static_cast<int>(threadIdx.x) / kThreadsPerGroup;
   const int lane_in_group = threadIdx.x % kThreadsPerGroup;
-  const int64_t tile_row = int64_t(blockIdx.x) / col_tiles * kTileRows + half_warp / kTileGroups;
-  const int64_t tile_kb = int64_t(blockIdx.x) % col_tiles * kTileGroups + half_warp % kTileGroups;
-  // Half warps past the last row or group still take part in the shuffles below (all 16 lanes
-  // must), reading nothing.
-  const bool active = tile_row < rows && tile_kb < k_groups;
-  const int64_t row = active ? tile_row : 0, kb = active ? tile_kb : 0;
-  const int64_t col = kb * kGroup + lane_in_group * kVec;
-  const int valid = active ? chunk_valid(col, k) : 0;
 
-  float v[kVec];
-  if (kAligned && valid == kVec)
-    load_vec<T, true>(x + row * k + col, valid, v);
-  else
-    load_vec<T, false>(x + row * k + col, valid, v);
-
-  float amax = 0.0f;
+  // This thread's chunk of tile u: the group (row, kb), the first column, the valid elements.
+  struct Chunk {
+    int64_t row, kb, col;
+    int valid;  // 0: the half warp has no group in this tile (past the last row or group)
+  };
+  Chunk c[kTilesPerCta];
+  // kAligned (a chunk is all 8 elements or none): the raw 16-byte words, loaded for every tile
+  // before any is used (converted at its first use, so no load waits for another); otherwise
+  // floats, element by element.
+  constexpr int kWords = kVec * sizeof(T) / 16;
+  uint4 raw[kAligned ? kTilesPerCta : 1][kWords];
+  float v[kAligned ? 1 : kTilesPerCta][kVec];
 #pragma unroll
-  for (int i = 0; i < kVec; ++i) amax = mag_max(amax, fabsf(v[i]));
+  for (int u = 0; u < kTilesPerCta; ++u) {
+    const int64_t tile = blockIdx.x + int64_t(u) * gridDim.x;
+    const int64_t tile_row = tile / col_tiles * kTileRows + half_warp / kTileGroups;
+    const int64_t tile_kb = tile % col_tiles * kTileGroups + half_warp % kTileGroups;
+    const bool active = tile < num_tiles && tile_row < rows && tile_kb < k_groups;
+    c[u].row = active ? tile_row : 0, c[u].kb = active ? tile_kb : 0;
+    c[u].col = c[u].kb * kGroup + lane_in_group * kVec;
+    c[u].valid = active ? chunk_valid(c[u].col, k) : 0;
+    const T* p = x + c[u].row * k + c[u].col;
+    if constexpr (kAligned) {
 #pragma unroll
-  for (int offset = kThreadsPerGroup / 2; offset > 0; offset /= 2)
-    amax = mag_max(amax, __shfl_xor_sync(0xFFFFFFFFu, amax, offset));
-  if (!active) return;
-
-  const float scale = scale_from_amax(amax, pow2);
-  // MN-major (s[kb * rows + row]): the layout the GEMMs load, so that a quantize -> GEMM pipeline
-  // needs no transpose in between (jax_fp8gemm/quantize.py hands s on transposed; XLA cancels).
-  if (lane_in_group == 0) s[kb * rows + row] = scale;
-  if (kAligned && valid == kVec)
-    store_vec<true>(q + row * k + col, valid, v, 1.0f / scale);
-  else if (valid > 0)
-    store_vec<false>(q + row * k + col, valid, v, 1.0f / scale);
+      for (int w = 0; w < kWords; ++w)
+        raw[u][w] = c[u].valid ? __ldg(reinterpret_cast<const uint4*>(p) + w) : make_uint4(0, 0, 0, 0);
+    } else {
+      load_vec<T, false>(p, c[u].valid, v[u]);
+    }
+  }
+#pragma unroll
+  for (int u = 0; u < kTilesPerCta; ++u) {
+    // Half warps with no group (valid 0: zeros) still take part in the shuffles (all 16 lanes
+    // must); a CTA's last tiles may lie past the grid's work altogether, uniformly for the CTA.
+    if (blockIdx.x + int64_t(u) * gridDim.x >= num_tiles) break;
+    float f[kVec];
+    if constexpr (kAligned) {
+      if constexpr (kWords == 1) {
+        unpack<T>(raw[u][0], f);
+      } else {
+#pragma unroll
+        for (int i = 0; i < kVec; ++i) f[i] = __uint_as_float(reinterpret_cast<const uint32_t*>(raw[u])[i]);
+      }
+    } else {
+#pragma unroll
+      for (int i = 0; i < kVec; ++i) f[i] = v[u][i];
+    }
+    float amax = 0.0f;
+#pragma unroll
+    for (int i = 0; i < kVec; ++i) amax = mag_max(amax, fabsf(f[i]));
+#pragma unroll
+    for (int offset = kThreadsPerGroup / 2; offset > 0; offset /= 2)
+      amax = mag_max(amax, __shfl_xor_sync(0xFFFFFFFFu, amax, offset));
+    if (c[u].valid == 0) continue;
+    const float scale = scale_from_amax(amax, pow2);
+    // MN-major (s[kb * rows + row]): the layout the GEMMs load, so that a quantize -> GEMM pipeline
+    // needs no transpose in between (jax_fp8gemm/quantize.py hands s on transposed; XLA cancels).
+    if (lane_in_group == 0) s[c[u].kb * rows + c[u].row] = scale;
+    store_vec<kAligned>(q + c[u].row * k + c[u].col, c[u].valid, f, 1.0f / scale);
+  }
 }
 
 // One CTA of 256 threads per 128x128 block: thread t holds rows t/16 + 16*i (i < 8) at columns
@@ -143,7 +179,8 @@ cudaError_t rowwise(const void* x, int64_t rows, int64_t k, bool pow2, void* q, 
   const int64_t k_groups = (k + kGroup - 1) / kGroup;
   if (rows == 0 || k_groups == 0) return cudaSuccess;
   constexpr int kThreads = kTileRows * kTileGroups * kThreadsPerGroup;  // 256
-  const int64_t blocks = (rows + kTileRows - 1) / kTileRows * ((k_groups + kTileGroups - 1) / kTileGroups);
+  const int64_t tiles = (rows + kTileRows - 1) / kTileRows * ((k_groups + kTileGroups - 1) / kTileGroups);
+  const int64_t blocks = (tiles + kTilesPerCta - 1) / kTilesPerCta;
   if (blocks > 0x7FFFFFFF) return cudaErrorInvalidValue;
   auto kernel = rows_aligned(k) ? quantize_rowwise_kernel<T, true> : quantize_rowwise_kernel<T, false>;
   kernel<<<unsigned(blocks), kThreads, 0, stream>>>(static_cast<const T*>(x), rows, k, pow2,
