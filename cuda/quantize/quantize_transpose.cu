@@ -53,13 +53,16 @@ __device__ __forceinline__ int t_offset(int c, int m) {
 template <typename T, Act kAct>
 constexpr bool prefetches(bool aligned_in) { return aligned_in && sizeof(T) == 2 && kAct != Act::kNone; }
 
-// Resident CTAs per SM each kernel is compiled for (its register budget): two, so that one loads
-// while the other stores, except the prefetching gelu gradient: its prefetch stages (two of two
-// inputs, 128 KB) leave room for one CTA anyway, which then gets twice the registers (no spills;
-// +1.5-3.5%, RESULTS.md session 14).
+// Resident CTAs per SM each kernel is compiled for (its register budget), so that some load while
+// others store: three for the plain kernels on packed 16-bit inputs (80 registers, no spills;
+// 9-10% faster than two on the H200, RESULTS.md session 27; four spill and run 30% slower), two
+// for the others (their float arrays spill at 80), except the prefetching gelu gradient: its
+// prefetch stages (two of two inputs, 128 KB) leave room for one CTA anyway, which then gets
+// twice the registers (no spills; +1.5-3.5%, RESULTS.md session 14).
 template <typename T, Act kAct>
 constexpr int ctas_per_sm(bool aligned_in) {
-  return prefetches<T, kAct>(aligned_in) && kAct == Act::kGeluGrad ? 1 : 2;
+  if (prefetches<T, kAct>(aligned_in)) return kAct == Act::kGeluGrad ? 1 : 2;
+  return kAct == Act::kNone && aligned_in && sizeof(T) == 2 ? 3 : 2;
 }
 
 // The row-wise amaxes of a half warp, reduce-scattered. Each of its 16 lanes holds partial amaxes
