@@ -13,10 +13,11 @@
 // values sit in one half warp (row amaxes: reduce_scatter_rows), and a column's R values per thread
 // are R consecutive rows, so its e4m3 bytes form one R-byte word of the transposed tile. The transposed
 // tile is staged in shared memory (16 KB) and written out as 16-byte rows.
-//   R = 8 (256 threads, up to 128 registers): the plain quantizers, memory-bound at 2 CTAs per SM.
-//   R = 4 (512 threads, up to 64 registers): the fused activations. Their float math between the
-//     loads and the stores is long; twice the warps per SM hide it (RESULTS.md, session 13), and
-//     they run persistent with the next tile's loads in flight (below; session 14).
+//   R = 8 (256 threads): the plain quantizers (memory-bound; see ctas_per_sm) and gelu(x).
+//   R = 4 (512 threads, up to 64 registers): the gelu gradient, x * gelu'(u) (two inputs). Its float
+//     math between the loads and the stores is long; twice the warps per SM hide it (RESULTS.md,
+//     session 13). For gelu(x) alone R = 8 measured 10% faster on the H200 (session 27).
+//   The fused activations run persistent with the next tile's loads in flight (below; session 14).
 #include "quantize/quantize.h"
 
 #include <algorithm>
@@ -38,7 +39,7 @@ constexpr int threads_for() { return kGroup / kRows * kThreadsPerGroup; }
 
 // Rows per thread of each variant (see the top of the file).
 template <Act kAct>
-constexpr int rows_per_thread() { return kAct == Act::kNone ? 8 : 4; }
+constexpr int rows_per_thread() { return kAct == Act::kGeluGrad ? 4 : 8; }
 
 // Byte offset of (tile column c, tile row m) in the transposed tile [128 columns][128 rows].
 // The 16-byte chunk index is XOR-swizzled with (c / 8) % 8: the R-byte stores of one warp
