@@ -80,27 +80,30 @@ def _dense_plan(layout, a, a_s, b, b_s, *, out_dtype):
                 out_specs=(spec(m, n),), local=local)
 
 
+def _split_bf16(s):
+    """s (f32) -> (hi, lo) bf16 with hi = bf16(s), lo = bf16(s - hi): hi + lo is s to ~2^-17 (for
+    s >= 2^-117: below, lo is flushed to zero, 2^-9; FLT_MIN, the scale of an all-zero group, is
+    exact)."""
+    s = s.astype(jnp.float32)
+    hi = s.astype(jnp.bfloat16)
+    return hi, (s - hi.astype(jnp.float32)).astype(jnp.bfloat16)
+
+
 def scale_operand_b(b_s):
     """B's scale operand of the 256x96 wgrad tiles (dense and k-grouped: their scale products on
-    the tensor cores, GemmTraits::kScaleMma): [N, Kb] scales s -> bf16 [Kb, N, 8] = (hi, hi, lo, lo, 0, 0, 0, 0) with
-    hi = bf16(s), lo = bf16(s - hi), so that hi + lo is s to ~2^-17 (for s >= 2^-117: below, lo
-    is flushed to zero, 2^-9; FLT_MIN, the scale of an all-zero group, is exact). One small fused
-    XLA kernel."""
-    s = b_s.T.astype(jnp.float32)
-    hi = s.astype(jnp.bfloat16)
-    lo = (s - hi.astype(jnp.float32)).astype(jnp.bfloat16)
+    the tensor cores, GemmTraits::kScaleMma): [N, Kb] scales s -> bf16 [Kb, N, 8] =
+    (hi, hi, lo, lo, 0, 0, 0, 0) of `_split_bf16(s)`. One small fused XLA kernel."""
+    hi, lo = _split_bf16(b_s.T)
     zero = jnp.zeros_like(hi)
     return jnp.stack([hi, hi, lo, lo, zero, zero, zero, zero], axis=-1)
 
 
 def scale_operand_a(a_s):
     """A's scale operand of the 256x96 wgrad tiles: [M, Kb] scales s -> uint32 [Kb, align(M, 4)] (the
-    layout of `mn_major_scales`), the word hi | lo << 16 of the split of `scale_operand_b`; the
-    kernel hands it to its bf16 wgmma as it is."""
-    s = a_s.astype(jnp.float32)
-    hi = s.astype(jnp.bfloat16)
-    lo = (s - hi.astype(jnp.float32)).astype(jnp.bfloat16)
+    layout of `mn_major_scales`), the word hi | lo << 16 of `_split_bf16(s)`; the kernel hands it to
+    its bf16 wgmma as it is."""
     bits = lambda v: jax.lax.bitcast_convert_type(v, jnp.uint16).astype(jnp.uint32)
+    hi, lo = _split_bf16(a_s)
     return mn_major_scales(bits(hi) | (bits(lo) << 16))
 
 

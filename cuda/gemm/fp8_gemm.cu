@@ -653,8 +653,8 @@ cudaError_t launch_fp8_gemm_wgrad(const WgradGemmProblem& p, const GemmConfig& c
   if (!is_compiled_wgrad(cfg, /*k_grouped=*/false)) return cudaErrorInvalidValue;
   if (p.m < 0 || p.n < 0 || p.t <= 0) return cudaErrorInvalidValue;
   if (p.m == 0 || p.n == 0) return cudaSuccess;
-  const WgradOperands ops{p.a,   p.b,   p.sfa,       p.sfa_ld,    p.sfb, p.sfb_ld, p.d,
-                          p.m,   p.n,   p.t,         p.out_dtype, p.sfa_ops, p.sfb_ops};
+  const WgradOperands ops{p.a, p.b, p.sfa, p.sfa_ld, p.sfb, p.sfb_ld, p.d,
+                          p.m, p.n, p.t, p.out_dtype, p.sfa_ops, p.sfb_ops};
   const int entry_idx = find_wgrad_entry(cfg.block_m, cfg.block_n, /*k_grouped=*/false, p.out_dtype);
   const KernelEntry& e = wgrad_registry(false)[entry_idx];
   if (!wgrad_operands_ok(ops, e)) return cudaErrorInvalidValue;
@@ -673,8 +673,8 @@ cudaError_t launch_fp8_grouped_gemm_wgrad(const GroupedWgradGemmProblem& p, cons
   if (!is_compiled_wgrad(cfg, /*k_grouped=*/true)) return cudaErrorInvalidValue;
   if (p.m < 0 || p.n < 0 || p.t <= 0 || p.num_groups < 0) return cudaErrorInvalidValue;
   if (p.m == 0 || p.n == 0 || p.num_groups == 0) return cudaSuccess;  // D is empty
-  const WgradOperands ops{p.a,   p.b,   p.sfa,       p.sfa_ld,    p.sfb, p.sfb_ld, p.d,
-                          p.m,   p.n,   p.t,         p.out_dtype, p.sfa_ops, p.sfb_ops};
+  const WgradOperands ops{p.a, p.b, p.sfa, p.sfa_ld, p.sfb, p.sfb_ld, p.d,
+                          p.m, p.n, p.t, p.out_dtype, p.sfa_ops, p.sfb_ops};
   const int entry_idx = find_wgrad_entry(cfg.block_m, cfg.block_n, /*k_grouped=*/true, p.out_dtype);
   const KernelEntry& e = wgrad_registry(true)[entry_idx];
   if (!wgrad_operands_ok(ops, e) || !p.group_sizes || !aligned(p.group_sizes, 4)) return cudaErrorInvalidValue;

@@ -219,9 +219,8 @@ struct GroupedWgradGemmProblem {
 //            the B traffic per FLOP of 128x128; D is staged one 128-row wave at a time (64 KB).
 //   256x96   the scale products on the tensor cores (GemmTraits::kScaleMma; B's scale operand
 //            from sfb_ops, 16 bytes per column and k-block in place of B's scales, and A's from
-//            sfa_ops in place of A's): dense 9-10%
-//            faster than 256x128 at 7168^2-8192^2; k-grouped the same operand (shared blocks keep
-//            their scales).
+//            sfa_ops in place of A's): dense 9-10% faster than 256x128 at 7168^2-8192^2,
+//            k-grouped 5-8% (a shared block keeps its scales: the same operands).
 //   128x128  deferred promotion (k-grouped: with a 28-byte spill per tile, see
 //            GemmTraits::kExtraRegisters). M = N = 7168: 56 x 56 tiles.
 //   128x112  N = 7168 -> 64 N-blocks, deferred promotion in both variants (3 * 56 + 40 registers).
