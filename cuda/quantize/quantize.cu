@@ -39,8 +39,7 @@ __global__ void __launch_bounds__(kTileRows * kTileGroups * kThreadsPerGroup)
   // kAligned (a chunk is all 8 elements or none): the raw 16-byte words, loaded for every tile
   // before any is used (converted at its first use, so no load waits for another); otherwise
   // floats, element by element.
-  constexpr int kWords = kVec * sizeof(T) / 16;
-  uint4 raw[kAligned ? kTilesPerCta : 1][kWords];
+  uint4 raw[kAligned ? kTilesPerCta : 1][kRawWords<T>];
   float v[kAligned ? 1 : kTilesPerCta][kVec];
 #pragma unroll
   for (int u = 0; u < kTilesPerCta; ++u) {
@@ -53,9 +52,7 @@ __global__ void __launch_bounds__(kTileRows * kTileGroups * kThreadsPerGroup)
     c[u].valid = active ? chunk_valid(c[u].col, k) : 0;
     const T* p = x + c[u].row * k + c[u].col;
     if constexpr (kAligned) {
-#pragma unroll
-      for (int w = 0; w < kWords; ++w)
-        raw[u][w] = c[u].valid ? __ldg(reinterpret_cast<const uint4*>(p) + w) : make_uint4(0, 0, 0, 0);
+      load_raw(p, raw[u], c[u].valid != 0);
     } else {
       load_vec<T, false>(p, c[u].valid, v[u]);
     }
@@ -67,12 +64,7 @@ __global__ void __launch_bounds__(kTileRows * kTileGroups * kThreadsPerGroup)
     if (blockIdx.x + int64_t(u) * gridDim.x >= num_tiles) break;
     float f[kVec];
     if constexpr (kAligned) {
-      if constexpr (kWords == 1) {
-        unpack<T>(raw[u][0], f);
-      } else {
-#pragma unroll
-        for (int i = 0; i < kVec; ++i) f[i] = __uint_as_float(reinterpret_cast<const uint32_t*>(raw[u])[i]);
-      }
+      raw_to_floats<T>(raw[u], f);
     } else {
 #pragma unroll
       for (int i = 0; i < kVec; ++i) f[i] = v[u][i];

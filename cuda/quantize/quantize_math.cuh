@@ -56,19 +56,38 @@ __device__ __forceinline__ void unpack(const uint4& raw, float (&v)[kVec]) {
   for (int i = 0; i < kVec; ++i) v[i] = to_float(e[i]);
 }
 
+// An in-bounds, 16-byte aligned chunk of kVec elements as raw 16-byte words (one for 16-bit
+// types, two for floats). Kernels that keep several chunks in flight load them raw first and
+// convert each at its first use (raw_to_floats), so that no load waits for another's conversion.
+template <typename T>
+constexpr int kRawWords = kVec * static_cast<int>(sizeof(T)) / 16;
+
+// (Zeros instead where `in_bounds` is false: p is then not read.)
+template <typename T>
+__device__ __forceinline__ void load_raw(const T* p, uint4 (&raw)[kRawWords<T>], bool in_bounds = true) {
+#pragma unroll
+  for (int w = 0; w < kRawWords<T>; ++w)
+    raw[w] = in_bounds ? __ldg(reinterpret_cast<const uint4*>(p) + w) : make_uint4(0, 0, 0, 0);
+}
+
+template <typename T>
+__device__ __forceinline__ void raw_to_floats(const uint4 (&raw)[kRawWords<T>], float (&v)[kVec]) {
+  if constexpr (sizeof(T) == 4) {
+#pragma unroll
+    for (int i = 0; i < kVec; ++i) v[i] = __uint_as_float(reinterpret_cast<const uint32_t*>(raw)[i]);
+  } else {
+    unpack<T>(raw[0], v);
+  }
+}
+
 // Loads up to kVec elements starting at p (count valid), zero-filling the rest.
-// kAligned: the 8 elements are in bounds and 16-byte aligned, so one vector load does.
+// kAligned: the 8 elements are in bounds and 16-byte aligned, so vector loads do.
 template <typename T, bool kAligned>
 __device__ __forceinline__ void load_vec(const T* p, int valid, float (&v)[kVec]) {
   if constexpr (kAligned) {
-    if constexpr (sizeof(T) == 4) {
-      const float4 lo = __ldg(reinterpret_cast<const float4*>(p));
-      const float4 hi = __ldg(reinterpret_cast<const float4*>(p) + 1);
-      v[0] = lo.x; v[1] = lo.y; v[2] = lo.z; v[3] = lo.w;
-      v[4] = hi.x; v[5] = hi.y; v[6] = hi.z; v[7] = hi.w;
-    } else {
-      unpack<T>(__ldg(reinterpret_cast<const uint4*>(p)), v);
-    }
+    uint4 raw[kRawWords<T>];
+    load_raw(p, raw);
+    raw_to_floats<T>(raw, v);
   } else {
 #pragma unroll
     for (int i = 0; i < kVec; ++i) v[i] = i < valid ? to_float(p[i]) : 0.0f;
