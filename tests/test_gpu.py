@@ -128,14 +128,16 @@ def _layout_copies(compiled_text):
     return re.findall(r"= (?:f32|bf16)\[[\d,]+\]\{[^}]*\} (?:transpose|copy|fusion)\(", compiled_text)
 
 
-@pytest.mark.parametrize("pipeline", ["gemm", "gemm batched", "grouped", "fp8_dot", "ragged_dot",
-                                      "fp8_mlp"])
+@pytest.mark.parametrize("pipeline", ["gemm", "gemm batched", "gemm decode", "grouped", "fp8_dot",
+                                      "ragged_dot", "fp8_mlp"])
 def test_no_layout_copies_between_quantizers_and_gemms(rng, pipeline):
     """The quantizers write the row-wise scales MN-major (the layout the GEMM kernels load) and
     hand them on transposed: inside one jit XLA cancels that transpose against the GEMM's (rows a
-    multiple of 4). The forward-only paths quantize a [K, N] weight in one pass into its [N, K]
-    blocks (quantize_blockwise_transposed), with no transposed copy of the weight first."""
-    x = randn(rng, (2, 256, 512) if pipeline == "gemm batched" else (256, 512), jnp.bfloat16)
+    multiple of 4; the dense GEMM takes any row count unpadded: "gemm decode", 3 rows). The
+    forward-only paths quantize a [K, N] weight in one pass into its [N, K] blocks
+    (quantize_blockwise_transposed), with no transposed copy of the weight first."""
+    x_shape = {"gemm batched": (2, 256, 512), "gemm decode": (3, 512)}.get(pipeline, (256, 512))
+    x = randn(rng, x_shape, jnp.bfloat16)
     w = randn(rng, (384, 512), jnp.bfloat16)  # [N, K]
     w_kn = jnp.asarray(np.asarray(w).T)  # a weight stored [K, N] (materialized, not a view)
     sizes = jnp.array([100, 156], jnp.int32)

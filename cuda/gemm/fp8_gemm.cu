@@ -424,7 +424,7 @@ cudaError_t launch_fp8_gemm(const GemmProblem& p, const GemmConfig& cfg, cudaStr
   const int out_bytes = p.out_dtype == OutDtype::kBF16 ? 2 : 4;
   // TMA: global row pitches must be multiples of 16 bytes, base addresses 16-byte aligned.
   if (p.k % 16 != 0 || (static_cast<long long>(p.n) * out_bytes) % 16 != 0) return cudaErrorInvalidValue;
-  if (p.sfa_ld < p.m || p.sfa_ld % 4 != 0) return cudaErrorInvalidValue;
+  if (p.sfa_ld < p.m) return cudaErrorInvalidValue;
   if (!p.a || !p.b || !p.sfa || !p.sfb || !p.d) return cudaErrorInvalidValue;
   if (!aligned(p.a, 16) || !aligned(p.b, 16) || !aligned(p.sfa, 16) || !aligned(p.d, 16) || !aligned(p.sfb, 4))
     return cudaErrorInvalidValue;
@@ -453,9 +453,18 @@ cudaError_t launch_fp8_gemm(const GemmProblem& p, const GemmConfig& cfg, cudaStr
   // (RESULTS.md: session 11, +13% to +31% at M = 1; session 21, once the rows below the box were no
   // longer zeroed per launch, -8% to -13% in time at M = 24-32 and no change at M = 40-48).
   const int a_box_rows = p.m < e.block_m ? (p.m + 7) / 8 * 8 : e.block_m;
+  // A's scales with a row pitch TMA cannot take (sfa_ld % 4 != 0: 16-byte strides) are viewed as
+  // one row of num_k_blocks * sfa_ld floats (GemmKernelArgs::sfa_flat_ld), so that callers need
+  // not pad them (a separate XLA kernel of ~1.2 us at M = 1). The decode (64-row) tiles only; their
+  // boxes take 4 floats more (their start is rounded down to 16 bytes), which the SFA slot has.
+  const bool flat_sfa = p.sfa_ld % 4 != 0;
+  const long long sfa_floats = static_cast<long long>(num_k_blocks) * p.sfa_ld;
+  const int sfa_box = flat_sfa ? a_box_rows + 4 : a_box_rows;
+  if (flat_sfa && (e.block_m != 64 || sfa_floats > INT_MAX - 3 || sfa_box > e.sfa_box_rows)) return cudaErrorInvalidValue;
   if (!encode_operand_map(&maps.a, p.a, p.m, p.k, a_box_rows) ||
       !encode_operand_map(&maps.b, p.b, p.n, p.k, e.block_n) ||
-      !encode_scale_map(&maps.sfa, p.sfa, num_k_blocks, p.m, p.sfa_ld, a_box_rows) ||
+      !(flat_sfa ? encode_scale_map(&maps.sfa, p.sfa, 1, sfa_floats, static_cast<int>((sfa_floats + 3) / 4 * 4), sfa_box)
+                 : encode_scale_map(&maps.sfa, p.sfa, num_k_blocks, p.m, p.sfa_ld, a_box_rows)) ||
       !encode_output_map(&maps.d, p.d, p.out_dtype, p.m, p.n, e))
     return cudaErrorInvalidValue;
 
@@ -466,7 +475,8 @@ cudaError_t launch_fp8_gemm(const GemmProblem& p, const GemmConfig& cfg, cudaStr
   cudaLaunchAttribute cluster_attr = cluster_of_2_attribute();
   GemmKernelArgs args = make_kernel_args(p.sfb, p.n, num_k_blocks, s.num_stages, sfb_staged_floats);
   args.a_box_rows = a_box_rows;
-  args.sfa_box_rows = a_box_rows;  // dense tiles start at multiples of BLOCK_M: no pad for misaligned starts
+  args.sfa_box_rows = sfa_box;  // dense tiles start at multiples of BLOCK_M: no pad for misaligned starts
+  args.sfa_flat_ld = flat_sfa ? p.sfa_ld : 0;
   return launch_kernel(e, grid, s, maps, args, sched, EmptyEpilogueParams{},
                        cfg.multicast == 2 ? &cluster_attr : nullptr, stream);
 }

@@ -15,7 +15,7 @@ struct GemmProblem {
   const void* a;      // e4m3 [M, K], row-major (K contiguous); K % 16 == 0
   const void* b;      // e4m3 [N, K], row-major
   const float* sfa;   // A scales, MN-major: (m, kb) at sfa[kb * sfa_ld + m]
-  int sfa_ld;         // >= M, multiple of 4
+  int sfa_ld;         // >= M, a multiple of 4 (or any, with a 64-row tile: see launch_fp8_gemm)
   const float* sfb;   // B scales, row-major [cdiv(N,128), cdiv(K,128)]
   void* d;            // [M, N] row-major, OutDtype
   OutDtype out_dtype;

@@ -241,6 +241,15 @@ struct GemmKernelArgs {
   // outside the tensor is slow (decode at M = 1: the 68-float box made a 64x32 k-block 153 ns
   // instead of 143; RESULTS.md, session 22).
   int sfa_box_rows = 0;
+  // A's scales viewed flat (dense GEMMs whose scales are not padded to a multiple of 4 rows, e.g.
+  // M = 1 at decode: no pad kernel runs before the GEMM): 0 for the 2D [kb][sfa_ld] view; else
+  // sfa_ld, and (row, kb) is element kb * sfa_flat_ld + row of a one-row tensor (64-row tiles
+  // only: the launcher pads nothing, jax_fp8gemm/gemm.py pads for the others). A box must start
+  // 16-byte aligned (a misaligned start is an illegal instruction), so k-block kb's box starts at
+  // that element rounded down to a multiple of 4 and the math warps read (kb * sfa_flat_ld) % 4
+  // floats further (sfa_box_rows covers the shift); rows past M come from the next k-block's scales
+  // (or zeros past the end) and only feed output rows that are never stored.
+  int sfa_flat_ld = 0;
 #ifdef FP8GEMM_EXPERIMENT_TIMELINE
   unsigned long long* timeline = nullptr;  // gemm/timeline.cuh (harness-only)
 #endif
@@ -482,19 +491,20 @@ __global__ void __launch_bounds__(GemmTraits<BLOCK_M, BLOCK_N, Epilogue, kPerRow
           ptx::mbar_arrive_expect_tx(bar, stage_bytes);
           constexpr uint16_t kBothCtas = 0x3;  // multicast mask: cluster ranks 0 and 1
           float* const smem_sfa_stage = smem_sfa + stage * (Traits::kSmemSFA / 4);
+          // A's scales of wave w: rows from (a_row & ~3) + 128 w, of k-block kb (args.sfa_flat_ld: flat view).
+          const int sfa_x = (tile.a_row + kb * args.sfa_flat_ld) & ~3, sfa_y = args.sfa_flat_ld != 0 ? 0 : kb;
           if (!tile.multicast_a) {
             for (int w = 0; w < wave_loads; ++w) {
               ptx::tma_load_2d(&tmap_a, bar, smem_a_stage + w * Traits::kALoadRows * kBlockK, kb * kBlockK,
                                tile.a_row + w * Traits::kALoadRows);
-              ptx::tma_load_2d(&tmap_sfa, bar, smem_sfa_stage + w * Traits::kSfaWaveStride, (tile.a_row & ~3) + w * 128,
-                               kb);
+              ptx::tma_load_2d(&tmap_sfa, bar, smem_sfa_stage + w * Traits::kSfaWaveStride, sfa_x + w * 128, sfa_y);
             }
           } else if (cta_rank == 0) {
             for (int w = 0; w < wave_loads; ++w) {
               ptx::tma_load_2d_multicast(&tmap_a, bar, smem_a_stage + w * Traits::kALoadRows * kBlockK, kb * kBlockK,
                                          tile.a_row + w * Traits::kALoadRows, kBothCtas);
-              ptx::tma_load_2d_multicast(&tmap_sfa, bar, smem_sfa_stage + w * Traits::kSfaWaveStride,
-                                         (tile.a_row & ~3) + w * 128, kb, kBothCtas);
+              ptx::tma_load_2d_multicast(&tmap_sfa, bar, smem_sfa_stage + w * Traits::kSfaWaveStride, sfa_x + w * 128,
+                                         sfa_y, kBothCtas);
             }
           }
           if constexpr (kPerRowScaleB)  // each CTA loads its own slice (also with B multicast)
@@ -631,8 +641,10 @@ __global__ void __launch_bounds__(GemmTraits<BLOCK_M, BLOCK_N, Epilogue, kPerRow
     // sfa_offset: this thread's first row in the stage's SFA slice (set per tile, below); the
     // second wave of a 256-row tile reads kSfaWaveOffset floats further.
     int sfa_offset = 0;
-    auto load_sfa = [&](uint32_t st, float& r0, float& r1, int wave = 0) {
-      const float* sfa_stage = smem_sfa + st * (Traits::kSmemSFA / 4) + sfa_offset + wave * Traits::kSfaWaveOffset;
+    // shift: floats from the box start to the k-block's scales in a flat view (sfa_shift; 0 else).
+    auto load_sfa = [&](uint32_t st, float& r0, float& r1, int wave = 0, int shift = 0) {
+      const float* sfa_stage =
+          smem_sfa + st * (Traits::kSmemSFA / 4) + sfa_offset + wave * Traits::kSfaWaveOffset + shift;
       r0 = ptx::ld_shared_f32(sfa_stage);
       r1 = ptx::ld_shared_f32(sfa_stage + 8);
     };
@@ -647,6 +659,10 @@ __global__ void __launch_bounds__(GemmTraits<BLOCK_M, BLOCK_N, Epilogue, kPerRow
     auto release = [&](uint32_t st) {
       if (release_lane) ptx::mbar_arrive_cluster(&empty_bar[st], release_rank);
     };
+    // A flat view of A's scales (GemmKernelArgs::sfa_flat_ld) is taken by the dense decode tiles
+    // only; k-block kb's scales then start sfa_shift(kb) floats into its box.
+    constexpr bool kMayViewSfaFlat = BLOCK_M == 64 && !kPerRowScaleB && !Epilogue::kMasksRows;
+    auto sfa_shift = [&](int kb) { return kMayViewSfaFlat ? (kb * args.sfa_flat_ld) & 3 : 0; };
     auto advance = [&](uint32_t& st, uint32_t& ph) {
       if (++st == static_cast<uint32_t>(num_stages)) st = 0, ph ^= 1;
     };
@@ -793,8 +809,11 @@ __global__ void __launch_bounds__(GemmTraits<BLOCK_M, BLOCK_N, Epilogue, kPerRow
           // k-block longer. All rows are computed (rows past M read as TMA zeros); only the
           // epilogue looks at `active`.
           // The tile's B-scale split is dispatched once per tile, as in the serial loop.
-          auto deferred_loop = [&](auto split_c) {
+          // flat_c: A's scales in a flat view (the loop is compiled with and without, so that the
+          // padded layout's loop has no shift to compute: +2-4% at 64x2112x7168 measured).
+          auto deferred_loop = [&](auto split_c, auto flat_c) {
             [[maybe_unused]] constexpr int kSplit = decltype(split_c)::value;  // not with per-column B scales
+            constexpr bool kFlat = decltype(flat_c)::value;
             float sfa0, sfa1;
             ptx::mbar_wait(&full_bar[stage], phase);
             FP8GEMM_TIMELINE_MARK(timeline_thread, wg, timeline_tile, 2);
@@ -824,7 +843,7 @@ __global__ void __launch_bounds__(GemmTraits<BLOCK_M, BLOCK_N, Epilogue, kPerRow
               float nsfa0, nsfa1;
               ptx::mbar_wait(&full_bar[next_stage], next_phase);
               FP8GEMM_TIMELINE_MARK(timeline_thread && kb + 1 == 16, wg, timeline_tile, 8);
-              load_sfa(next_stage, nsfa0, nsfa1);
+              load_sfa(next_stage, nsfa0, nsfa1, 0, kFlat ? sfa_shift(kb + 1) : 0);
               issue(nxt, next_stage);
               ptx::wgmma_wait<1>();  // k-block kb's group is done; kb+1's stays in flight
               finish(cur, sfb0_cur, sfb1_cur, next_stage, next_phase, nsfa0, nsfa1);
@@ -853,10 +872,16 @@ __global__ void __launch_bounds__(GemmTraits<BLOCK_M, BLOCK_N, Epilogue, kPerRow
             // prologue's group may still be in flight (num_k_blocks == 0) and serializes all wgmmas.
             ptx::wgmma_wait<0>();
           };
+          auto deferred_loops = [&](auto split_c) {
+            if (kMayViewSfaFlat && args.sfa_flat_ld != 0)
+              deferred_loop(split_c, std::bool_constant<kMayViewSfaFlat>{});
+            else
+              deferred_loop(split_c, std::false_type{});
+          };
           if constexpr (Traits::kMayStraddle && !kPerRowScaleB)
-            detail::dispatch_split<Traits::kScaleGcd / 8, Traits::kScaleGcd / 8, kSplitMax>(split, deferred_loop);
+            detail::dispatch_split<Traits::kScaleGcd / 8, Traits::kScaleGcd / 8, kSplitMax>(split, deferred_loops);
           else
-            deferred_loop(std::integral_constant<int, kNumAcc / 4>{});
+            deferred_loops(std::integral_constant<int, kNumAcc / 4>{});
         }
       } else if constexpr (kNumWaves > 1) {
         // Two waves, serial promotion: per k-block, wave 0's wgmmas, wait, promote into `out`,
@@ -1000,7 +1025,7 @@ __global__ void __launch_bounds__(GemmTraits<BLOCK_M, BLOCK_N, Epilogue, kPerRow
             ptx::mbar_wait(&full_bar[stage], phase);
             float sfa0 = 0.f, sfa1 = 0.f;
             if (active) {
-              load_sfa(stage, sfa0, sfa1);
+              load_sfa(stage, sfa0, sfa1, 0, sfa_shift(kb));
               issue(acc, stage);
               ptx::wgmma_wait<0>();
               ptx::fence_operands(acc);
