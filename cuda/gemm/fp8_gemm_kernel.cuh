@@ -123,7 +123,8 @@ struct GemmTraits {
   static constexpr int kSmemB = BLOCK_N * kBlockK;
   static constexpr int kSmemAB = kSmemA + kSmemB;
   // SFA is loaded as BLOCK_M + 4 floats starting at row_start rounded down to a multiple of 4: a
-  // TMA box must start 16-byte aligned along its inner (here: M) dimension, and grouped tiles
+  // TMA box must start 16-byte aligned along its inner (here: M) dimension (a misaligned start is an
+  // illegal instruction, RESULTS.md session 28), and grouped tiles
   // start at any row. The consumers skip the (row_start % 4) leading floats. A box holds at most
   // 256 floats, so grouped 256-row tiles (the row-masking epilogue) load A and its scales per wave
   // (kLoadPerWave): box w holds rows 128 * w + [0, 128) of A (wave w of both math warpgroups) and
@@ -809,8 +810,8 @@ __global__ void __launch_bounds__(GemmTraits<BLOCK_M, BLOCK_N, Epilogue, kPerRow
           // k-block longer. All rows are computed (rows past M read as TMA zeros); only the
           // epilogue looks at `active`.
           // The tile's B-scale split is dispatched once per tile, as in the serial loop.
-          // flat_c: A's scales in a flat view (the loop is compiled with and without, so that the
-          // padded layout's loop has no shift to compute: +2-4% at 64x2112x7168 measured).
+          // flat_c: A's scales in a flat view. The loop is compiled with and without it: computing
+          // the shift in every k-block also where it is 0 cost 64x2112x7168 2-4% (RESULTS.md, session 28).
           auto deferred_loop = [&](auto split_c, auto flat_c) {
             [[maybe_unused]] constexpr int kSplit = decltype(split_c)::value;  // not with per-column B scales
             constexpr bool kFlat = decltype(flat_c)::value;
