@@ -475,7 +475,7 @@ cudaError_t launch_fp8_gemm(const GemmProblem& p, const GemmConfig& cfg, cudaStr
   cudaLaunchAttribute cluster_attr = cluster_of_2_attribute();
   GemmKernelArgs args = make_kernel_args(p.sfb, p.n, num_k_blocks, s.num_stages, sfb_staged_floats);
   args.a_box_rows = a_box_rows;
-  args.sfa_box_rows = sfa_box;  // dense tiles start at multiples of BLOCK_M: no pad for misaligned starts
+  args.sfa_box_rows = sfa_box;  // the A box's rows (+4 in a flat view): dense tiles start at multiples of BLOCK_M
   args.sfa_flat_ld = flat_sfa ? p.sfa_ld : 0;
   return launch_kernel(e, grid, s, maps, args, sched, EmptyEpilogueParams{},
                        cfg.multicast == 2 ? &cluster_attr : nullptr, stream);

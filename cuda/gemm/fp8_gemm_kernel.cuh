@@ -237,8 +237,9 @@ struct GemmKernelArgs {
   // boxes mostly outside the tensor cost TMA time (1x2112x7168 ran 20.7 us, 64x2112x7168 15.1;
   // trimmed: 16.5).
   int a_box_rows = 0;
-  // Floats of A's scales per TMA load (0: GemmTraits::kSfaBoxRows). Dense GEMMs load a_box_rows:
-  // their tiles start at multiples of BLOCK_M (no misalignment pad needed), and a box mostly
+  // Floats of A's scales per TMA load (0: GemmTraits::kSfaBoxRows). Dense GEMMs load a_box_rows
+  // (4 more in a flat view, sfa_flat_ld): their tiles start at multiples of BLOCK_M (no
+  // misalignment pad needed), and a box mostly
   // outside the tensor is slow (decode at M = 1: the 68-float box made a 64x32 k-block 153 ns
   // instead of 143; RESULTS.md, session 22).
   int sfa_box_rows = 0;
