@@ -57,7 +57,8 @@ def gemm_kernel_call(a, a_s, b, b_s, config: gemm_config.GemmConfig, out_dtype=j
     m = a.shape[0]
     sfa = a_s.T if config.block_m == 64 else mn_major_scales(a_s)
     out = jax.ShapeDtypeStruct((m, b.shape[0]), out_dtype)
-    return jax.ffi.ffi_call("fp8gemm_gemm", out)(a, sfa, b, b_s, **config.attributes())
+    return jax.ffi.ffi_call("fp8gemm_gemm", out)(a, sfa, b, b_s, **config.attributes(),
+                                                  k_splits=config.k_splits)
 
 
 def _kernel(a, a_s, b, b_s, *, out_dtype):

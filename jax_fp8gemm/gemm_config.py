@@ -35,9 +35,13 @@ class GemmConfig:
     # With multicast 2, the operand the pair shares: 1 = A (the pair computes neighbouring N-blocks
     # of one M-block), 0 = B (neighbouring M-blocks of one N-block).
     multicast_a: int = 0
+    # Dense 64-row tiles only: CTAs (a cluster) per tile, each over 1 / k_splits of K, their partial
+    # tiles added in a fixed order (cuda/gemm/split_k.cuh). 1, 2 or 4.
+    k_splits: int = 1
 
     def attributes(self) -> dict[str, int]:
-        return dataclasses.asdict(self)
+        """The FFI attributes every GEMM call takes (the dense one adds k_splits)."""
+        return {k: v for k, v in dataclasses.asdict(self).items() if k != "k_splits"}
 
 
 def deferred_promotion(block_m: int, block_n: int) -> bool:
@@ -122,13 +126,27 @@ def _decode_block_n(m: int, n: int, num_sms: int) -> int:
     return block_n
 
 
+# Split-K of the decode tiles (cuda/gemm/split_k.cuh): two CTAs per 64x32 tile, a cluster, each over
+# half of K, where the doubled grid still fits the SMs at once. Measured on an H200 (RESULTS.md,
+# session 29; `--suite gemm-sweep`, K = 7168): 64x2112x7168 +10-16%, 1x / 3x / 32x2112x7168 +11-22%,
+# 1x1024x7168 +30%. The partials' exchange costs ~1.3 us, which a short k-loop does not win back
+# (1x7168x2048 and 1x8192x7168 with 64x128 tiles: 15-50% slower, 64x128 ks2 exchanges 4x the
+# bytes), so only 64x32 tiles split, and only from K = 4096 (32 k-blocks; shorter K unmeasured).
+_SPLIT_K_MIN_K = 4096
+
+
+def _decode_k_splits(block_n: int, n: int, k: int, num_sms: int) -> int:
+    return 2 if block_n == 32 and k >= _SPLIT_K_MIN_K and 2 * cdiv(n, block_n) <= num_sms else 1
+
+
 def pick(m: int, n: int, k: int, out_dtype, num_sms: int) -> GemmConfig:
     """The configuration for one static shape (K scales every tile's main loop alike; it only
     changes the ranking where a tile's epilogue is exposed, see `_short_k_factor`). M <= 64 takes
-    a 64-row tile by `_decode_block_n`."""
+    a 64-row tile by `_decode_block_n`, split over K by `_decode_k_splits`."""
     if m <= 64:
-        return GemmConfig(block_m=64, block_n=_decode_block_n(m, n, num_sms), num_stages=0,
-                          num_sms=int(num_sms), multicast=1)
+        block_n = _decode_block_n(m, n, num_sms)
+        return GemmConfig(block_m=64, block_n=block_n, num_stages=0, num_sms=int(num_sms), multicast=1,
+                          k_splits=_decode_k_splits(block_n, n, k, num_sms))
 
     def candidates():
         for bm, bn in COMPILED_TILES:

@@ -188,6 +188,26 @@ def test_gemm_kernel(rng, m, n, k, out_dtype):
     np.testing.assert_array_equal(np.asarray(again).view(np.uint8), np.asarray(out).view(np.uint8))
 
 
+@pytest.mark.parametrize("m,n,k", [(1, 2112, 7168), (7, 1000, 1552), (64, 272, 208), (63, 2112, 4112)])
+@pytest.mark.parametrize("block_n,k_splits", [(32, 2), (64, 4), (128, 2)])
+@pytest.mark.parametrize("out_dtype", [jnp.bfloat16, jnp.float32])
+def test_gemm_split_k_kernel(rng, m, n, k, block_n, k_splits, out_dtype):
+    """Split-K decode tiles (clusters adding their partials through distributed shared memory):
+    M % 4 != 0 (A's scales viewed flat, each rank's box at its own k-block), K not a multiple of
+    128, fewer k-blocks than ranks (empty k-ranges: 208 = 2 k-blocks), partial N-blocks. Against
+    the float64 reference, every element written, the same bits on a second run."""
+    a, a_s = fg.quantize_rowwise(randn(rng, (m, k), jnp.bfloat16))
+    b, b_s = fg.quantize_blockwise(randn(rng, (n, k), jnp.bfloat16))
+    config = gemm_config.GemmConfig(64, block_n, 0, _kernels.num_sms(), 1, k_splits=k_splits)
+    fn = jax.jit(lambda *ops: gemm_kernel_call(*ops, config, out_dtype))
+    poison_allocator(m * n * 4)
+    out = np.asarray(fn(a, a_s, b, b_s).astype(jnp.float32))
+    assert not np.isnan(out).any(), "unwritten (poisoned) or NaN outputs"
+    assert calc_diff(out, dequant64(a, a_s, False) @ dequant64(b, b_s, True).T) <= 1e-5
+    again = np.asarray(fn(a, a_s, b, b_s).astype(jnp.float32))
+    np.testing.assert_array_equal(again.view(np.uint32), out.view(np.uint32))
+
+
 @pytest.mark.parametrize("kind", ["gemm", "wgrad", "wgrad 256x96"])
 @pytest.mark.parametrize("m,n,k", [(1000, 2112, 1552), (4095, 7040, 2048), (257, 1000, 7168)])
 def test_256_row_tile_pairs_sharing_a(rng, kind, m, n, k):

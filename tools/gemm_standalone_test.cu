@@ -252,6 +252,14 @@ std::vector<Variant> correctness_variants(const Options& o) {
         const int shallow = std::min(3, fp8gemm::max_stages(t.block_m, t.block_n, out));  // 256x128 f32: 2
         v.push_back({GemmConfig{t.block_m, t.block_n, shallow, mc == 2 ? 6 : 5, mc, mc_a}, out});
       }
+      // Split-K (64-row tiles; selected with --multicast=1): uneven k-ranges, empty ones when K has
+      // fewer k-blocks than splits, a shallow ring.
+      if (t.block_m == 64 && multicast_selected(o, 1, 0)) {
+        for (int ks : {2, 4}) {
+          v.push_back({GemmConfig{t.block_m, t.block_n, 0, 0, 1, 0, ks}, out});
+          v.push_back({GemmConfig{t.block_m, t.block_n, 2, 0, 1, 0, ks}, out});
+        }
+      }
     }
   }
   return v;
@@ -264,6 +272,8 @@ std::vector<Variant> bench_variants(const Options& o) {
     for (const auto& [mc, mc_a] : kMulticastModes)
       if (multicast_selected(o, mc, mc_a) && fp8gemm::is_compiled(GemmConfig{t.block_m, t.block_n, 0, 0, mc, mc_a}, o.bench_out))
         v.push_back({GemmConfig{t.block_m, t.block_n, 0, 0, mc, mc_a}, o.bench_out});
+    if (t.block_m == 64 && multicast_selected(o, 1, 0))
+      for (int ks : {2, 4}) v.push_back({GemmConfig{t.block_m, t.block_n, 0, 0, 1, 0, ks}, o.bench_out});
   }
   return v;
 }
@@ -403,6 +413,13 @@ void check_rejections(const HostData& h, const DeviceData& dd) {
   c = good;
   c.multicast_a = 1;  // sharing A needs a cluster of 2
   expect_invalid(p, c, "multicast_a without a cluster");
+  c = good;
+  c.k_splits = 2;  // split-K: 64-row tiles only
+  expect_invalid(p, c, "k_splits with a 128-row tile");
+  c = GemmConfig{64, 128, 0, 0, 1, 0, 3};
+  expect_invalid(p, c, "k_splits 3");
+  c = GemmConfig{64, 128, 0, 0, 2, 0, 2};
+  expect_invalid(p, c, "k_splits with multicast");
   ++g_checks;
   if (fp8gemm::max_stages(96, 96, OutDtype::kBF16) != 0 || fp8gemm::max_stages(128, 128, OutDtype::kBF16) < 4) {
     ++g_failures;
@@ -440,7 +457,8 @@ int main(int argc, char** argv) {
   if (o.small) {
     // Few, tiny shapes (every variant runs on each): edges in M, N (incl. straddling B-scale
     // blocks: N=272 = 2 x 128 + 16) and K (1552 = 12 x 128 + 16).
-    shapes = {{1, 8, 512, false}, {7, 160, 1552, false}, {63, 272, 512, false}, {129, 272, 1552, false}};
+    shapes = {{1, 8, 512, false}, {7, 160, 1552, false}, {63, 272, 512, false}, {129, 272, 1552, false},
+              {5, 40, 208, false}};  // the last: 2 k-blocks, so split-K 4 has empty k-ranges
   } else if (o.quick) {
     for (int m : {1, 63, 129, 4095})
       for (int n : {8, 160, 2112, 7168})

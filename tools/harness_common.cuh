@@ -120,11 +120,14 @@ inline int g_failures = 0;
 struct Variant {
   fp8gemm::GemmConfig cfg;
   fp8gemm::OutDtype out;
-  // "128x128 bf16 mc1 st3 sm5"; without the multicast where it is always 1 (grouped GEMMs).
+  // "128x128 bf16 mc1 st3 sm5" ("64x128 bf16 ks4 ..." with split-K); without the multicast where it is
+  // always 1 (grouped GEMMs).
   std::string name(bool show_multicast = true) const {
     char mc[16] = "";
-    if (show_multicast) std::snprintf(mc, sizeof(mc), "mc%d%s ", cfg.multicast,
-                                      cfg.multicast == 1 ? "" : (cfg.multicast_a ? "A" : "B"));
+    if (cfg.k_splits > 1)
+      std::snprintf(mc, sizeof(mc), "ks%d ", cfg.k_splits);
+    else if (show_multicast)
+      std::snprintf(mc, sizeof(mc), "mc%d%s ", cfg.multicast, cfg.multicast == 1 ? "" : (cfg.multicast_a ? "A" : "B"));
     char buf[96];
     std::snprintf(buf, sizeof(buf), "%dx%d %s %sst%d sm%d", cfg.block_m, cfg.block_n,
                   out == fp8gemm::OutDtype::kBF16 ? "bf16" : "f32", mc, cfg.num_stages, cfg.num_sms);

@@ -10,6 +10,7 @@ import jax.numpy as jnp
 
 import jax_fp8gemm as fg
 from jax_fp8gemm import _kernels, gemm_config
+from jax_fp8gemm.gemm import gemm_kernel_call
 from jax_fp8gemm.wgrad import gemm_wgrad_kernel_call, grouped_gemm_wgrad_kernel_call
 
 key = jax.random.key(0)
@@ -41,6 +42,10 @@ for m, n, k in [(1, 16, 128), (7, 48, 400), (130, 264, 400), (64, 160, 144)]:
     b, b_s = fg.quantize_blockwise(jax.random.normal(key, (n, k)))
     for out_dtype in (jnp.bfloat16, jnp.float32):
         jax.block_until_ready(fg.gemm(a, a_s, b, b_s, out_dtype=out_dtype))
+    if m <= 64:  # split-K decode tiles (K this short picks none): clusters exchanging partials
+        for block_n, k_splits in ((32, 2), (64, 4)):
+            config = gemm_config.GemmConfig(64, block_n, 0, _kernels.num_sms(), 1, k_splits=k_splits)
+            jax.block_until_ready(gemm_kernel_call(a, a_s, b, b_s, config))
 sizes = jnp.asarray([50, 0, 70, 20], jnp.int32)  # sum 140 < M: tail rows zero
 a, a_s = fg.quantize_rowwise(jax.random.normal(key, (150, 400)))
 b, b_s = fg.quantize_blockwise(jax.random.normal(key, (4, 136, 400)))

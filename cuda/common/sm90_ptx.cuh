@@ -152,6 +152,26 @@ __device__ __forceinline__ void mbar_arrive_cluster(uint64_t* bar, uint32_t cta_
       : "memory");
 }
 
+// ------------------------------------------------------------------------------------------------
+// Distributed shared memory (the split-K reduction, gemm/split_k.cuh).
+// ------------------------------------------------------------------------------------------------
+
+// Our shared::cta address -> the same offset in CTA `cta_rank`'s shared memory (shared::cluster).
+__device__ __forceinline__ uint32_t map_to_cta(uint32_t smem_addr, uint32_t cta_rank) {
+  uint32_t remote;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(remote) : "r"(smem_addr), "r"(cta_rank));
+  return remote;
+}
+
+// 16 bytes to shared::cluster address `addr` (in a peer CTA); their arrival completes 16
+// transaction bytes on the mbarrier at shared::cluster address `bar` (in the same CTA as `addr`),
+// whose waiters then see them, as for a TMA load.
+__device__ __forceinline__ void st_async_v4_f32(uint32_t addr, float x, float y, float z, float w, uint32_t bar) {
+  asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.v4.f32 [%0], {%1, %2, %3, %4}, [%5];\n" ::"r"(addr),
+               "f"(x), "f"(y), "f"(z), "f"(w), "r"(bar)
+               : "memory");
+}
+
 // One arrival plus an announcement of `bytes` transaction bytes that TMA will deliver in this phase.
 // Relaxed: the arriving thread publishes no data of its own (the TMA's bytes complete the phase),
 // and a release arrive would first wait for the thread's earlier memory operations -- such as the

@@ -14,7 +14,7 @@ using ffi_util::invalid;
 ffi::Error Fp8Gemm(cudaStream_t stream, ffi::AnyBuffer a, ffi::Buffer<ffi::F32> sfa,
                    ffi::AnyBuffer b, ffi::Buffer<ffi::F32> sfb, ffi::Result<ffi::AnyBuffer> d,
                    int64_t block_m, int64_t block_n, int64_t num_stages, int64_t num_sms,
-                   int64_t multicast, int64_t multicast_a) {
+                   int64_t multicast, int64_t multicast_a, int64_t k_splits) {
   const std::string op = "gemm";
   if (auto err = ffi_util::check_fp8_operands(op, a, b); err.failure()) return err;
   const auto ad = a.dimensions(), bd = b.dimensions(), dd = d->dimensions();
@@ -34,14 +34,17 @@ ffi::Error Fp8Gemm(cudaStream_t stream, ffi::AnyBuffer a, ffi::Buffer<ffi::F32> 
 
   GemmProblem problem{a.untyped_data(), b.untyped_data(), sfa.typed_data(), int(sad[1]),
                       sfb.typed_data(), d->untyped_data(), out, int(m), int(n), int(k)};
-  const GemmConfig config = ffi_util::gemm_config(block_m, block_n, num_stages, num_sms, multicast, multicast_a);
+  GemmConfig config = ffi_util::gemm_config(block_m, block_n, num_stages, num_sms, multicast, multicast_a);
+  config.k_splits = int(k_splits);
   return ffi_util::cuda_error(launch_fp8_gemm(problem, config, stream), "gemm launch");
 }
 
 }  // namespace
 
+// The dense GEMM's configuration has one attribute more: k_splits (split-K of the decode tiles).
 XLA_FFI_DEFINE_HANDLER_SYMBOL(kFp8Gemm, Fp8Gemm,
-                              ffi_util::bind_config_attrs(ffi_util::bind_gemm_operands().Ret<ffi::AnyBuffer>()),
+                              ffi_util::bind_config_attrs(ffi_util::bind_gemm_operands().Ret<ffi::AnyBuffer>())
+                                  .Attr<int64_t>("k_splits"),
                               {ffi::Traits::kCmdBufferCompatible});
 
 }  // namespace fp8gemm

@@ -160,11 +160,12 @@ cudaError_t ensure_smem_attribute(std::atomic<bool>& done, const void* fn, int s
   return err;
 }
 
-// Launch attribute of the dense kernels' clusters of 2 CTAs (TMA multicast of A or B).
-cudaLaunchAttribute cluster_of_2_attribute() {
+// Launch attribute of clusters of `size` CTAs: pairs (TMA multicast of A or B), or the CTAs of a
+// split-K tile.
+cudaLaunchAttribute cluster_attribute(int size) {
   cudaLaunchAttribute attr;
   attr.id = cudaLaunchAttributeClusterDimension;
-  attr.val.clusterDim.x = 2;
+  attr.val.clusterDim.x = static_cast<unsigned>(size);
   attr.val.clusterDim.y = 1;
   attr.val.clusterDim.z = 1;
   return attr;
@@ -188,7 +189,7 @@ cudaError_t max_active_clusters_of_2(const KernelEntry& e, int dev, int smem_byt
   cfg.gridDim = dim3(2, 1, 1);
   cfg.blockDim = dim3(e.num_threads, 1, 1);
   cfg.dynamicSmemBytes = static_cast<size_t>(smem_bytes);
-  cudaLaunchAttribute attr = cluster_of_2_attribute();
+  cudaLaunchAttribute attr = cluster_attribute(2);
   cfg.attrs = &attr;
   cfg.numAttrs = 1;
   int clusters = 0;
@@ -398,8 +399,12 @@ cudaError_t launch_kernel(const KernelEntry& e, int grid, const LaunchSetup& s, 
 bool offered(const GemmConfig& cfg, OutDtype out) { return !(cfg.block_m == 256 && out == OutDtype::kF32); }
 
 namespace {
-// Clusters: none (multicast 1, multicast_a 0) or pairs (multicast 2) sharing B (0) or A (1).
+// Clusters: none (multicast 1, multicast_a 0) or pairs (multicast 2) sharing B (0) or A (1); or
+// split-K (k_splits 2 or 4, 64-row tiles, no multicast).
 bool valid_cluster(const GemmConfig& cfg) {
+  if (cfg.k_splits != 1)
+    return (cfg.k_splits == 2 || cfg.k_splits == 4) && cfg.block_m == 64 && cfg.multicast == 1 &&
+           cfg.multicast_a == 0;
   return (cfg.multicast == 1 && cfg.multicast_a == 0) ||
          (cfg.multicast == 2 && (cfg.multicast_a == 0 || cfg.multicast_a == 1));
 }
@@ -433,8 +438,10 @@ cudaError_t launch_fp8_gemm(const GemmProblem& p, const GemmConfig& cfg, cudaStr
   const KernelEntry& e = registry()[entry_idx];
   const int num_k_blocks = (p.k + kBlockK - 1) / kBlockK;
   const int sfb_staged_floats = sfb_staged_floats_of(e, num_k_blocks);
+  const int k_splits = cfg.k_splits;
   LaunchSetup s;
-  cudaError_t err = setup_launch(e, cfg, /*min_stages=*/1, &s, sfb_staging_bytes(sfb_staged_floats));
+  cudaError_t err = setup_launch(e, cfg, /*min_stages=*/1, &s,
+                                 sfb_staging_bytes(sfb_staged_floats) + split_k::smem_bytes(e.block_n, k_splits));
   if (err != cudaSuccess) return err;
   err = ensure_smem_attribute(g_smem_attribute_set[entry_idx][s.dev], e.fn, s.smem_limit);
   if (err != cudaSuccess) return err;
@@ -444,9 +451,13 @@ cudaError_t launch_fp8_gemm(const GemmProblem& p, const GemmConfig& cfg, cudaStr
   const long long num_tiles = num_m_blocks * num_n_blocks;
   if (num_tiles > INT_MAX / 2) return cudaErrorInvalidValue;
 
-  int grid = 0;
-  err = persistent_grid(e, cfg, s, num_tiles, &grid);
-  if (err != cudaSuccess) return err;
+  // Split-K: one tile per cluster of k_splits CTAs (the reduction uses its buffer once); tiles x
+  // k_splits should not exceed the clusters that fit at once (gemm_config.pick), or the rest wait.
+  int grid = static_cast<int>(num_tiles) * k_splits;
+  if (k_splits == 1) {
+    err = persistent_grid(e, cfg, s, num_tiles, &grid);
+    if (err != cudaSuccess) return err;
+  }
 
   TensorMaps maps;
   // M below the tile (decode): load only the rows that exist, rounded up to the 8-row swizzle atom
@@ -471,19 +482,24 @@ cudaError_t launch_fp8_gemm(const GemmProblem& p, const GemmConfig& cfg, cudaStr
   DenseSchedulerParams sched;
   sched.m = p.m;
   sched.n = p.n;
+  sched.k_splits = k_splits;
+  sched.num_k_blocks = num_k_blocks;
   set_tile_order(&sched, e, cfg, grid);
-  cudaLaunchAttribute cluster_attr = cluster_of_2_attribute();
+  cudaLaunchAttribute cluster_attr = cluster_attribute(k_splits > 1 ? k_splits : 2);
   GemmKernelArgs args = make_kernel_args(p.sfb, p.n, num_k_blocks, s.num_stages, sfb_staged_floats);
   args.a_box_rows = a_box_rows;
   args.sfa_box_rows = sfa_box;  // the A box's rows (+4 in a flat view): dense tiles start at multiples of BLOCK_M
   args.sfa_flat_ld = flat_sfa ? p.sfa_ld : 0;
+  args.k_splits = k_splits;
+  args.d = p.d;
+  args.ld_d = p.n;
   return launch_kernel(e, grid, s, maps, args, sched, EmptyEpilogueParams{},
-                       cfg.multicast == 2 ? &cluster_attr : nullptr, stream);
+                       (cfg.multicast == 2 || k_splits > 1) ? &cluster_attr : nullptr, stream);
 }
 
 bool is_compiled_grouped(const GemmConfig& cfg, OutDtype out) {
   if (!offered(cfg, out)) return false;
-  if (cfg.multicast != 1 || cfg.multicast_a != 0) return false;
+  if (cfg.multicast != 1 || cfg.multicast_a != 0 || cfg.k_splits != 1) return false;
   if (cfg.num_stages < 0 || cfg.num_sms < 0) return false;
   return find_grouped_entry(cfg.block_m, cfg.block_n, out) >= 0;
 }
@@ -583,7 +599,8 @@ cudaError_t launch_fp8_grouped_gemm(const GroupedGemmProblem& p, const GemmConfi
 // ------------------------------------------------------------------------------------------------
 
 bool is_compiled_wgrad(const GemmConfig& cfg, bool k_grouped) {
-  if (!valid_cluster(cfg) || (k_grouped && cfg.multicast == 2 && cfg.multicast_a != 1)) return false;
+  if (!valid_cluster(cfg) || cfg.k_splits != 1 || (k_grouped && cfg.multicast == 2 && cfg.multicast_a != 1))
+    return false;
   if (cfg.num_stages < 0 || cfg.num_sms < 0) return false;
   return find_wgrad_entry(cfg.block_m, cfg.block_n, false, OutDtype::kF32) >= 0;
 }
@@ -651,7 +668,7 @@ cudaError_t launch_wgrad_kernel(const WgradOperands& p, long long rows_d, long l
     return cudaErrorInvalidValue;
 
   set_tile_order(&sched, e, cfg, grid);
-  cudaLaunchAttribute cluster_attr = cluster_of_2_attribute();
+  cudaLaunchAttribute cluster_attr = cluster_attribute(2);
   // Per-row B scales come through maps.sfb, not GemmKernelArgs::sfb.
   return launch_kernel(e, grid, s, maps, make_kernel_args(nullptr, p.n, num_k_blocks, s.num_stages), sched, epi,
                        cfg.multicast == 2 ? &cluster_attr : nullptr, stream);
@@ -674,6 +691,7 @@ cudaError_t launch_fp8_gemm_wgrad(const WgradGemmProblem& p, const GemmConfig& c
   DenseSchedulerParams sched;
   sched.m = p.m;
   sched.n = p.n;  // the tile order is set by launch_wgrad_kernel from the grid
+  sched.num_k_blocks = (p.t + kBlockK - 1) / kBlockK;
   return launch_wgrad_kernel(ops, p.m, num_tiles, /*k_grouped=*/false, entry_idx, cfg, sched,
                              EmptyEpilogueParams{}, stream);
 }

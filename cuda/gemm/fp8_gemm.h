@@ -3,7 +3,7 @@
 //   D[m, n] = sum_kb SFA[m, kb] * SFB[n / 128, kb] * (A[m, kb*128 : kb*128+128] . B[n, same])
 //
 // A e4m3 [M, K] and B e4m3 [N, K] both K-major ("NT"), FP32 accumulation (promoted every 128 K),
-// D bf16 or f32 [M, N] row-major. Deterministic (no atomics, no split-K).
+// D bf16 or f32 [M, N] row-major. Deterministic (no atomics; split-K adds its partials in a fixed order).
 #pragma once
 #include <cuda_runtime.h>
 
@@ -31,6 +31,10 @@ struct GemmConfig {
   // With multicast 2, which operand the CTA pair shares: 0 = B (the pair works on neighbouring
   // M-blocks of one N-block), 1 = A (neighbouring N-blocks of one M-block; A's scales come along).
   int multicast_a = 0;
+  // Dense 64-row tiles only (decode): CTAs per tile, each over 1 / k_splits of the k-blocks, their
+  // partial tiles added in a fixed order through distributed shared memory (a cluster of k_splits,
+  // no multicast; cuda/gemm/split_k.cuh). 1 (none), 2 or 4.
+  int k_splits = 1;
 };
 
 // ------------------------------------------------------------------------------------------------

@@ -45,6 +45,7 @@
 #include "gemm/epilogue.cuh"
 #include "gemm/fp8_gemm.h"
 #include "gemm/scheduler.cuh"
+#include "gemm/split_k.cuh"
 #include "gemm/timeline.cuh"
 
 namespace fp8gemm {
@@ -252,6 +253,11 @@ struct GemmKernelArgs {
   // floats further (sfa_box_rows covers the shift); rows past M come from the next k-block's scales
   // (or zeros past the end) and only feed output rows that are never stored.
   int sfa_flat_ld = 0;
+  // Split-K over a cluster (dense 64-row tiles; split_k.cuh): CTAs per tile (1: none). The ranks'
+  // owned rows are stored to d (row-major, ld_d elements per row) with plain stores.
+  int k_splits = 1;
+  void* d = nullptr;
+  int ld_d = 0;
 #ifdef FP8GEMM_EXPERIMENT_TIMELINE
   unsigned long long* timeline = nullptr;  // gemm/timeline.cuh (harness-only)
 #endif
@@ -330,6 +336,13 @@ struct HasTileKRange : std::false_type {};
 template <class Scheduler>
 struct HasTileKRange<Scheduler, std::void_t<decltype(Scheduler::kTileKRange)>>
     : std::integral_constant<bool, Scheduler::kTileKRange> {};
+// Whether the scheduler's tiles have k-blocks that two groups share (k-grouped wgrad): a third
+// barrier per stage and the producer warpgroup's masking warps.
+template <class Scheduler, class = void>
+struct MasksSharedBlocks : std::false_type {};
+template <class Scheduler>
+struct MasksSharedBlocks<Scheduler, std::void_t<decltype(Scheduler::kMasksSharedBlocks)>>
+    : std::integral_constant<bool, Scheduler::kMasksSharedBlocks> {};
 // Whether the scheduler leaves rows of D to zero (grouped layouts): the producer warpgroup's idle
 // warps call Scheduler::zero_unwritten_rows.
 template <class Scheduler, class = void>
@@ -367,7 +380,10 @@ __global__ void __launch_bounds__(GemmTraits<BLOCK_M, BLOCK_N, Epilogue, kPerRow
                          const __grid_constant__ CUtensorMap tmap_sfb) {
 #if defined(__CUDA_ARCH__) && (__CUDA_ARCH__ >= 900) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
   constexpr bool kTileKRange = detail::HasTileKRange<Scheduler>::value;
-  using Traits = GemmTraits<BLOCK_M, BLOCK_N, Epilogue, kPerRowScaleB, kTileKRange>;
+  constexpr bool kMaskShared = detail::MasksSharedBlocks<Scheduler>::value;
+  using Traits = GemmTraits<BLOCK_M, BLOCK_N, Epilogue, kPerRowScaleB, kMaskShared>;
+  // Split-K over a cluster (args.k_splits > 1): the dense 64-row tiles (split_k.cuh).
+  constexpr bool kMaySplitK = BLOCK_M == 64 && kTileKRange && !kPerRowScaleB && !Epilogue::kMasksRows;
   using Wgmma = ptx::WgmmaFp8<BLOCK_N>;
   constexpr int kNumAcc = Traits::kNumAcc;
   static_assert(Wgmma::kNumAcc == kNumAcc, "wgmma shape");
@@ -391,7 +407,7 @@ __global__ void __launch_bounds__(GemmTraits<BLOCK_M, BLOCK_N, Epilogue, kPerRow
   uint64_t* const loaded_bar = empty_bar + num_stages;
   // Two buffers of args.sfb_staged_floats B scales per math warpgroup (one tile's each; not with
   // per-row B scales).
-  float* const smem_sfb_tiles = reinterpret_cast<float*>(empty_bar + (kTileKRange ? 2 : 1) * num_stages);
+  float* const smem_sfb_tiles = reinterpret_cast<float*>(empty_bar + (kMaskShared ? 2 : 1) * num_stages);
   // Tiles handed out at run time (grouped layouts, when the launch gives a tile counter: the
   // producer posts their indices into a ring after the staging buffers); else the static order.
   TileRing* tile_ring = nullptr;
@@ -404,8 +420,14 @@ __global__ void __launch_bounds__(GemmTraits<BLOCK_M, BLOCK_N, Epilogue, kPerRow
   // Warp index made warp-uniform explicitly (lets the compiler keep it in a uniform register).
   const uint32_t warp_idx = __shfl_sync(0xffffffffu, threadIdx.x / 32, 0);
   const uint32_t lane = ptx::lane_id();
-  const uint32_t cluster_size = ptx::cluster_num_ctas();  // 1, or 2 with TMA multicast
+  const uint32_t cluster_size = ptx::cluster_num_ctas();  // 1, 2 with TMA multicast, k_splits with split-K
   const uint32_t cta_rank = ptx::cluster_cta_rank();
+  // The CTAs whose consumers release each stage: the multicast pair, or this CTA alone (split-K
+  // clusters share no stages).
+  const bool split_k = kMaySplitK && args.k_splits > 1;
+  const uint32_t stage_sharers = split_k ? 1u : cluster_size;
+  // Split-K's receive buffer and its barriers, after the (here unused) B-scale staging buffers.
+  uint8_t* const split_buf = reinterpret_cast<uint8_t*>(smem_sfb_tiles + 4 * args.sfb_staged_floats);
   FP8GEMM_TIMELINE_HEADER(threadIdx.x == 0, 0, 2);
 
   if (warp_idx == 0 && ptx::elect_one()) {
@@ -422,9 +444,10 @@ __global__ void __launch_bounds__(GemmTraits<BLOCK_M, BLOCK_N, Epilogue, kPerRow
     if (ptx::smem_u32(smem) % 1024 != 0) __trap();
     for (int s = 0; s < num_stages; ++s) {
       ptx::mbar_init(&full_bar[s], 1);
-      ptx::mbar_init(&empty_bar[s], cluster_size * Traits::kNumMathThreads / 32);
-      if constexpr (kTileKRange) ptx::mbar_init(&loaded_bar[s], 1);
+      ptx::mbar_init(&empty_bar[s], stage_sharers * Traits::kNumMathThreads / 32);
+      if constexpr (kMaskShared) ptx::mbar_init(&loaded_bar[s], 1);
     }
+    if (split_k) ptx::mbar_init(split_k::barrier_of(split_buf, BLOCK_N, args.k_splits), 1);
     if (tile_ring != nullptr) tile_ring->init(Traits::kNumMathThreads);
     if constexpr (Traits::kScaleMma) {
       // The 16-byte pad after each SFB slot's scale operand (read as the last row's k 8-15).
@@ -486,7 +509,7 @@ __global__ void __launch_bounds__(GemmTraits<BLOCK_M, BLOCK_N, Epilogue, kPerRow
           FP8GEMM_TIMELINE_MARK(kb == kb_begin, timeline::kProducerRole, timeline_tile, 1);
           FP8GEMM_TIMELINE_MARK(kb == kb_begin + 1, timeline::kProducerRole, timeline_tile, 3);
           uint64_t* bar = &full_bar[stage];
-          if constexpr (kTileKRange)
+          if constexpr (kMaskShared)
             if (detail::shares_block(tile, kb)) bar = &loaded_bar[stage];  // the masking warps finish it
           uint8_t* smem_a_stage = smem_ab + stage * Traits::kSmemAB;
           uint8_t* smem_b_stage = smem_a_stage + Traits::kSmemA;
@@ -527,16 +550,16 @@ __global__ void __launch_bounds__(GemmTraits<BLOCK_M, BLOCK_N, Epilogue, kPerRow
         FP8GEMM_TIMELINE_MARK(true, timeline::kProducerRole, timeline_tile, 2);
         ++timeline_tile;
       }
-      // With a cluster, the peer's consumers arrive on OUR empty barriers (and their producer
+      // With a multicast pair, the peer's consumers arrive on OUR empty barriers (and their producer
       // multicasts into our shared memory). Before this CTA may exit, wait until every stage has
       // been released once more, i.e. all those remote arrivals have landed.
-      if (cluster_size > 1) {
+      if (stage_sharers > 1) {
         for (int i = 0; i < num_stages; ++i) {
           ptx::mbar_wait(&empty_bar[stage], phase ^ 1);
           if (++stage == static_cast<uint32_t>(num_stages)) stage = 0, phase ^= 1;
         }
       }
-    } else if constexpr (kTileKRange) {
+    } else if constexpr (kMaskShared) {
       // Warps 1-3 (96 threads) mask the k-blocks two groups share (k-grouped wgrad: a group that
       // starts or ends inside a 128-token block). They walk the same (tile, k-block) sequence as the
       // producer; for such a block they wait for its loads (loaded_bar), zero the other group's
@@ -656,7 +679,7 @@ __global__ void __launch_bounds__(GemmTraits<BLOCK_M, BLOCK_N, Epilogue, kPerRow
     // loads of a stage are its A scales, issued before the stage's wgmmas and so a whole wgmma
     // group before this release; a fence would cost ~1% (RESULTS.md, session 10). Per-column B
     // scales, read right up to the release, take fence_and_release below.
-    const bool release_lane = lane < cluster_size;
+    const bool release_lane = lane < stage_sharers;
     uint32_t release_rank = cta_rank;
     auto release = [&](uint32_t st) {
       if (release_lane) ptx::mbar_arrive_cluster(&empty_bar[st], release_rank);
@@ -664,7 +687,8 @@ __global__ void __launch_bounds__(GemmTraits<BLOCK_M, BLOCK_N, Epilogue, kPerRow
     // A flat view of A's scales (GemmKernelArgs::sfa_flat_ld) is taken by the dense decode tiles
     // only; k-block kb's scales then start sfa_shift(kb) floats into its box.
     constexpr bool kMayViewSfaFlat = BLOCK_M == 64 && !kPerRowScaleB && !Epilogue::kMasksRows;
-    auto sfa_shift = [&](int kb) { return kMayViewSfaFlat ? (kb * args.sfa_flat_ld) & 3 : 0; };
+    int kb_begin = 0;  // the tile's first k-block (set per tile); kb below counts from it
+    auto sfa_shift = [&](int kb) { return kMayViewSfaFlat ? ((kb_begin + kb) * args.sfa_flat_ld) & 3 : 0; };
     auto advance = [&](uint32_t& st, uint32_t& ph) {
       if (++st == static_cast<uint32_t>(num_stages)) st = 0, ph ^= 1;
     };
@@ -744,7 +768,8 @@ __global__ void __launch_bounds__(GemmTraits<BLOCK_M, BLOCK_N, Epilogue, kPerRow
 
       // This tile's k-blocks: [kb_begin, kb_begin + tile_k_blocks) (all of K unless the scheduler
       // gives tiles their own range; such a range may be empty: the tile's output is then zero).
-      int kb_begin = 0, tile_k_blocks = num_k_blocks;
+      kb_begin = 0;
+      int tile_k_blocks = num_k_blocks;
       if constexpr (kTileKRange) kb_begin = tile.kb_begin, tile_k_blocks = tile.kb_end - tile.kb_begin;
 
       // B scales of this tile: block b0 covers tile columns [0, 8 * split), block b1 the rest.
@@ -764,8 +789,8 @@ __global__ void __launch_bounds__(GemmTraits<BLOCK_M, BLOCK_N, Epilogue, kPerRow
       }
       FP8GEMM_TIMELINE_MARK(timeline_thread, wg, timeline_tile, 1);
       float sfb0_next = 0.f, sfb1_next = 0.f;
-      const float* const sfb0 = sfb_source(tile, 0);
-      const float* const sfb1 = sfb_source(tile, num_k_blocks);
+      const float* const sfb0 = sfb_source(tile, 0) + kb_begin;  // k-block kb's at sfb0[kb]
+      const float* const sfb1 = sfb_source(tile, num_k_blocks) + kb_begin;
       if constexpr (kLdgSfb) {
         sfb0_next = __ldg(sfb0);
         sfb1_next = Traits::kMayStraddle ? __ldg(sfb1) : 0.f;
@@ -819,7 +844,7 @@ __global__ void __launch_bounds__(GemmTraits<BLOCK_M, BLOCK_N, Epilogue, kPerRow
             float sfa0, sfa1;
             ptx::mbar_wait(&full_bar[stage], phase);
             FP8GEMM_TIMELINE_MARK(timeline_thread, wg, timeline_tile, 2);
-            load_sfa(stage, sfa0, sfa1);
+            load_sfa(stage, sfa0, sfa1, 0, kFlat ? sfa_shift(0) : 0);
             issue(acc, stage);
             // One k-block: `cur` is in flight on entry; `nxt` (promoted last time) is free.
             // Promote k-block kb from `cur` (its group already waited for) and move to the next stage.
@@ -938,7 +963,7 @@ __global__ void __launch_bounds__(GemmTraits<BLOCK_M, BLOCK_N, Epilogue, kPerRow
         if constexpr (Traits::kScaleMma) {
           // Wide tiles are the grouped GEMM's; A's two waves come in one box (dense) or two (k-grouped),
           // 128 rows apart either way.
-          static_assert(!Traits::kLoadPerWave || kTileKRange, "no wide tiles with the scale products on the tensor cores");
+          static_assert(!Traits::kLoadPerWave || kMaskShared, "no wide tiles with the scale products on the tensor cores");
           // The scale products of the wave.
           float pscale[kNumAcc];
           // The two-wave loop with the scale products on the tensor cores (GemmTraits::
@@ -1060,7 +1085,18 @@ __global__ void __launch_bounds__(GemmTraits<BLOCK_M, BLOCK_N, Epilogue, kPerRow
       }
       FP8GEMM_TIMELINE_MARK(timeline_thread, wg, timeline_tile, 4);
 
-      if (active) Epilogue::store(out, smem_d, &tmap_d, tile, wg, /*slice=*/wg, tid_in_wg, epi_params);
+      if (split_k) {
+        // Split-K: the cluster's partial tiles added in the owners of their rows, which store them.
+        if constexpr (kMaySplitK) {
+          using OutT = std::conditional_t<Epilogue::kElemBytes == 2, __nv_bfloat16, float>;
+          const uint32_t warp = static_cast<uint32_t>(tid_in_wg) / 32;
+          const bool owns = split_k::reduce(out, split_buf, args.k_splits, cta_rank, warp, lane);
+          FP8GEMM_TIMELINE_MARK(timeline_thread, wg, timeline_tile, 7);  // reduced (or sent)
+          if (owns) split_k::store_rows<OutT>(out, args.d, args.ld_d, tile, warp, lane);
+        }
+      } else if (active) {
+        Epilogue::store(out, smem_d, &tmap_d, tile, wg, /*slice=*/wg, tid_in_wg, epi_params);
+      }
       FP8GEMM_TIMELINE_MARK(timeline_thread, wg, timeline_tile, 5);
       if constexpr (kNumWaves > 1) {
         if (Traits::kLoadPerWave && tile.wide) {
@@ -1123,7 +1159,7 @@ using OutElement = typename std::conditional<kOut == OutDtype::kBF16, __nv_bfloa
 // Taking the kernel's address here instantiates it.
 template <int BLOCK_M, int BLOCK_N, class Epi, class Scheduler, bool kPerRowScaleB = false>
 KernelEntry make_kernel_entry(OutDtype out) {
-  using Traits = GemmTraits<BLOCK_M, BLOCK_N, Epi, kPerRowScaleB, detail::HasTileKRange<Scheduler>::value>;
+  using Traits = GemmTraits<BLOCK_M, BLOCK_N, Epi, kPerRowScaleB, detail::MasksSharedBlocks<Scheduler>::value>;
   KernelEntry e;
   e.block_m = BLOCK_M;
   e.block_n = BLOCK_N;

@@ -21,7 +21,9 @@
 // of B / SFB. The k-grouped weight-gradient layout (KGroupedWgradScheduler below) also gives every
 // tile its own k-block range (kb_begin, kb_end; a scheduler that does declares
 // `static constexpr bool kTileKRange = true`, the others run every tile over all k-blocks) and
-// reads A at a row (a_row) other than the output row (row_start).
+// reads A at a row (a_row) other than the output row (row_start); it also has k-blocks that two
+// groups share (`kMasksSharedBlocks`). The dense scheduler's 64-row tiles take k-ranges too: split-K
+// over a cluster (DenseScheduler).
 #pragma once
 
 #include <cstdint>
@@ -49,7 +51,7 @@ struct TileInfo {
   bool wide;         // grouped 256-row tiles: the group's last M-block has <= 128 rows, and this
                      // tile covers them over two N-blocks (n_block, n_block + 1): see GroupedScheduler
   int kb_begin;    // k-blocks [kb_begin, kb_end) of this tile: only read when the scheduler has
-  int kb_end;      // kTileKRange (k-grouped); may be empty (the tile's output is then zero)
+  int kb_end;      // kTileKRange (k-grouped, dense split-K); may be empty (the tile's output is then zero)
   int tok_begin;   // kTileKRange: the tile's tokens (K indices) [tok_begin, tok_end); the k-blocks at
   int tok_end;     // either end may hold other tokens, which the producer's masking warps zero
 };
@@ -220,8 +222,15 @@ using BandedOrder = BandedOrderWith<FastDiv>;
 // loaded once and multicast: B (same N-block) when M is banded, A (same M-block) when N is banded.
 // If the last band has an odd height it is split into an even band and a band of height 1 (no
 // multicast there).
+//
+// Split-K (k_splits = S > 1, 64-row tiles only: decode GEMMs with fewer tiles than SMs): the grid
+// is S CTAs per tile, each cluster of S CTAs (blockIdx.x = S c .. S c + S - 1) one tile, rank r
+// over k-blocks [r Kb / S, (r + 1) Kb / S). The ranks add their partial tiles through distributed
+// shared memory (split_k.cuh). The tile index is then the CTA's index over S.
 struct DenseSchedulerParams {
   int m, n;
+  int k_splits = 1;      // CTAs (a cluster) per tile, each over its share of the k-blocks
+  int num_k_blocks = 0;  // cdiv(K, 128)
   int band_on_n = 0;  // 0: bands of M-blocks (pairs share B); 1: bands of N-blocks (pairs share A)
   // BandedOrder(blocks per band, blocks along the other axis), set up by the launcher; the band is
   // >= 1, even when clusters of 2 are used.
@@ -231,6 +240,8 @@ struct DenseSchedulerParams {
 template <int BLOCK_M, int BLOCK_N>
 struct DenseScheduler {
   using Params = DenseSchedulerParams;  // not templated: one host-side launch signature for all tiles
+  // The 64-row tiles read their k-range from the tile (split-K); the others run all of K.
+  static constexpr bool kTileKRange = BLOCK_M == 64;
 
   int num_m_blocks, num_n_blocks, num_tiles;
   int num_banded, num_other;  // blocks along the banded axis and along the other one
@@ -243,12 +254,19 @@ struct DenseScheduler {
     num_tiles = num_m_blocks * num_n_blocks;
     num_banded = params.band_on_n ? num_n_blocks : num_m_blocks;
     num_other = params.band_on_n ? num_m_blocks : num_n_blocks;
-    paired = cluster_size == 2;
+    paired = cluster_size == 2 && params.k_splits == 1;
   }
 
   template <class Feed>
   __device__ __forceinline__ bool next(TileInfo& t, Feed& feed) {
-    const int tile = feed.next();
+    int tile = feed.next();
+    t.kb_begin = 0, t.kb_end = p.num_k_blocks;
+    if (kTileKRange && p.k_splits > 1) {  // this CTA's share of K: its rank in the cluster
+      const int split = tile % p.k_splits;
+      tile /= p.k_splits;
+      t.kb_begin = split * p.num_k_blocks / p.k_splits;
+      t.kb_end = (split + 1) * p.num_k_blocks / p.k_splits;
+    }
     if (tile >= num_tiles) return false;
 
     const int band = p.order.band;
@@ -489,6 +507,7 @@ template <int BLOCK_M, int BLOCK_N>
 struct KGroupedWgradScheduler {
   using Params = KGroupedWgradSchedulerParams;
   static constexpr bool kTileKRange = true;
+  static constexpr bool kMasksSharedBlocks = true;  // the producer warpgroup's masking warps
 
   // State kept small (the math warpgroups hold it next to two accumulator arrays): the grid
   // quantities are recomputed from the params per tile (a few integer ops).

@@ -157,9 +157,12 @@ def gemm_sweep_suite(progress: Progress, shapes=GEMM_SHAPES) -> Iterator[dict]:
         for bm, bn in gemm_config.COMPILED_TILES:
             if m <= 64 and bm > 64:
                 continue
-            for mc, mc_a in ((1, 0), (2, 0), (2, 1)):
-                cfg = gemm_config.GemmConfig(bm, bn, 0, _kernels.num_sms(), mc, mc_a)
-                name = f"{bm}x{bn}/mc{mc}{'A' if mc_a else ''}" + (" (picked)" if cfg == picked else "")
+            # Clusters: multicast pairs (none, sharing B, sharing A); 64-row tiles also split-K.
+            clusters = [(1, 0, 1), (2, 0, 1), (2, 1, 1)] + ([(1, 0, 2), (1, 0, 4)] if bm == 64 else [])
+            for mc, mc_a, ks in clusters:
+                cfg = gemm_config.GemmConfig(bm, bn, 0, _kernels.num_sms(), mc, mc_a, ks)
+                name = (f"{bm}x{bn}/" + (f"ks{ks}" if ks > 1 else f"mc{mc}{'A' if mc_a else ''}")
+                        + (" (picked)" if cfg == picked else ""))
                 _measure(res, name, progress, lambda: time_jax(
                     lambda a, a_s, b, b_s: gemm_kernel_call(a, a_s, b, b_s, cfg), q),
                     2.0 * m * n * k / 1e12)

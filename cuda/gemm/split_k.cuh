@@ -1,0 +1,132 @@
+// Split-K over a cluster, for the dense 64-row (decode) tiles: the S CTAs of a cluster (S = 2 or 4)
+// compute one tile, rank r over the k-blocks DenseScheduler gives it, and add their FP32 partial
+// tiles through distributed shared memory. No workspace, no atomics, no second kernel.
+//
+// Why: a decode GEMM has few tiles (64x2112x7168: 66 tiles of 64x32 for 132 SMs), and a CTA
+// takes its k-blocks one ~150 ns step at a time. Two CTAs per tile, each over half of K, fill the
+// SMs and halve the k-loop (8.7 -> 4.3 us there). cuBLASLt's per-tensor FP8 kernel at that shape is
+// split-K too (ncu: nvjet 144x64, clusters of 2, 128 CTAs; RESULTS.md, session 29).
+//
+// Who stores what: rank r owns the rows of warps [r W, r W + W), W = 4 / S (16 rows per warp: the
+// wgmma accumulator layout, epilogue.cuh). Every other rank's warp w sends its fragment of those
+// rows (32 lanes x kNumAcc floats, one "slot") into the owner's receive buffer with st.async, whose
+// bytes complete on the owner's barrier (as a TMA load's do; the owner announces them). The owner
+// adds the S partials in rank order -- the same order on every run, so the output is bitwise
+// deterministic -- and writes its rows to D with plain stores (no TMA: 16-32 of a tile's 64 rows).
+// Each CTA takes part in one tile (the launcher's grid is S CTAs per tile), so the buffer and its
+// barrier are used once: no reuse hazard, parity 0. The owner exits only after all bytes sent to it
+// have landed; a sender may exit earlier (st.async takes its data from registers).
+// The exchange is not free: 1.2-1.6 us from the end of the k-loop to the owner's sum at
+// 64x2112x7168 with 64x32 tiles (2 KB per sender warp), 2-4 us with 64x128 tiles (8 KB), where the
+// k-loop is 4-6 us (tools/timeline.sh). Measured alternatives, all slower (RESULTS.md, session 29):
+// plain remote stores with a release arrival per lane (the release waits for the sender's
+// outstanding memory operations), a barrier per owned lane, and one bulk copy per sender warp from
+// its shared memory.
+#pragma once
+
+#include <cuda_bf16.h>
+
+#include <cstdint>
+#include <type_traits>
+
+#include "common/sm90_ptx.cuh"
+#include "gemm/scheduler.cuh"
+
+namespace fp8gemm {
+namespace split_k {
+
+// One warp's fragment of a 64 x block_n tile: 32 lanes x block_n / 2 floats.
+__host__ __device__ constexpr int slot_bytes(int block_n) { return 32 * (block_n / 2) * 4; }
+// Bytes a rank receives with `splits` ranks: (S - 1) senders x W owned warps' slots.
+__host__ __device__ constexpr int received_bytes(int block_n, int splits) {
+  return (splits - 1) * (4 / splits) * slot_bytes(block_n);
+}
+// Shared memory of the receive buffer, then its barrier (16 bytes, keeping the total a multiple of
+// 16). 0 without split-K.
+__host__ __device__ constexpr int smem_bytes(int block_n, int splits) {
+  return splits > 1 ? received_bytes(block_n, splits) + 16 : 0;
+}
+// The receive buffer's barrier: one arrival (the owner's expect_tx); the senders' bytes complete it.
+__device__ __forceinline__ uint64_t* barrier_of(uint8_t* buf, int block_n, int splits) {
+  return reinterpret_cast<uint64_t*>(buf + received_bytes(block_n, splits));
+}
+
+// Called by every thread of the (one) math warpgroup with its partial `out` after the tile's
+// k-loop. Returns true in the threads whose `out` now holds final rows (the owner's warps).
+// buf: the receive buffer (16-byte aligned), its barrier initialised (barrier_of, 1 arrival).
+template <int kNumAcc>
+__device__ __forceinline__ bool reduce(float (&out)[kNumAcc], uint8_t* buf, int splits, uint32_t rank,
+                                       uint32_t warp, uint32_t lane) {
+  constexpr int kSlotBytes = 32 * kNumAcc * 4;
+  uint64_t* const bar = barrier_of(buf, kNumAcc * 2, splits);
+  const uint32_t warps_per_rank = 4u / static_cast<uint32_t>(splits);
+  const uint32_t owner = warp / warps_per_rank;
+  const uint32_t buf_addr = ptx::smem_u32(buf) + (warp % warps_per_rank) * kSlotBytes + lane * 16;
+  // Slot of the partial from rank `from` in the owner's buffer (senders in rank order, owner skipped);
+  // lane l's float4 j sits at (32 j + l) * 16 bytes in a slot: a warp's 16-byte accesses are contiguous.
+  auto slot_addr = [&](uint32_t from) {
+    return buf_addr + (from - (from > owner ? 1u : 0u)) * warps_per_rank * kSlotBytes;
+  };
+  if (owner != rank) {
+    const uint32_t remote = ptx::map_to_cta(slot_addr(rank), owner);
+    const uint32_t remote_bar = ptx::map_to_cta(ptx::smem_u32(bar), owner);
+#pragma unroll
+    for (int j = 0; j < kNumAcc / 4; ++j)
+      ptx::st_async_v4_f32(remote + j * 32 * 16, out[4 * j], out[4 * j + 1], out[4 * j + 2], out[4 * j + 3],
+                           remote_bar);
+    return false;
+  }
+  // The owner's one arrival announces all the bytes its senders write (they may land before it).
+  if (warp % warps_per_rank == 0 && lane == 0)
+    ptx::mbar_arrive_expect_tx(bar, static_cast<uint32_t>((splits - 1) * warps_per_rank * kSlotBytes));
+  ptx::mbar_wait(bar, 0);  // as for a TMA load: complete_tx makes the bytes visible to the waiters
+  // Per float4: partial(0) + partial(1) + ... + partial(S - 1), this rank's own from registers
+  // (in place: chunk j of `out` is only read for chunk j).
+#pragma unroll
+  for (int j = 0; j < kNumAcc / 4; ++j) {
+    const float4 own = make_float4(out[4 * j], out[4 * j + 1], out[4 * j + 2], out[4 * j + 3]);
+    float4 sum = make_float4(0.f, 0.f, 0.f, 0.f);
+    for (uint32_t from = 0; from < static_cast<uint32_t>(splits); ++from) {
+      float4 v = own;
+      if (from != rank) {
+        const uint4 u = ptx::ld_shared_v4_u32(slot_addr(from) + j * 32 * 16);
+        v = make_float4(__uint_as_float(u.x), __uint_as_float(u.y), __uint_as_float(u.z), __uint_as_float(u.w));
+      }
+      if (from == 0) {
+        sum = v;
+      } else {
+        sum.x += v.x, sum.y += v.y, sum.z += v.z, sum.w += v.w;
+      }
+    }
+    out[4 * j] = sum.x, out[4 * j + 1] = sum.y, out[4 * j + 2] = sum.z, out[4 * j + 3] = sum.w;
+  }
+  return true;
+}
+
+// This warp's 16 rows of the tile from registers to D (row-major, ld elements per row), rows and
+// columns past the tile's ends skipped. A thread holds 2 consecutive columns per 8-column chunk:
+// one 4-byte (bf16) or 8-byte (f32) store each (N * sizeof(OutT) % 16 == 0 keeps them aligned).
+template <class OutT, int kNumAcc>
+__device__ __forceinline__ void store_rows(const float (&out)[kNumAcc], void* d, int ld, const TileInfo& t,
+                                           uint32_t warp, uint32_t lane) {
+  const int col0 = t.col_start + 2 * static_cast<int>(lane % 4);
+#pragma unroll
+  for (int half = 0; half < 2; ++half) {
+    const int row = t.row_start + static_cast<int>(warp * 16 + lane / 4) + 8 * half;
+    if (row >= t.row_end) continue;
+    OutT* const d_row = static_cast<OutT*>(d) + static_cast<long long>(row) * ld;
+#pragma unroll
+    for (int i = 0; i < kNumAcc / 4; ++i) {
+      const int col = col0 + 8 * i;
+      if (col >= t.col_end) continue;
+      const float x = out[4 * i + 2 * half], y = out[4 * i + 2 * half + 1];
+      if constexpr (std::is_same<OutT, float>::value)
+        *reinterpret_cast<float2*>(d_row + col) = make_float2(x, y);
+      else
+        *reinterpret_cast<uint32_t*>(d_row + col) = ptx::pack_bf16x2(x, y);
+    }
+  }
+}
+
+}  // namespace split_k
+}  // namespace fp8gemm
