@@ -66,11 +66,12 @@ struct GemmConfig {
 //   block_m = 64 (one math warpgroup: decode / small M, memory-bound on B):
 //     32, 64  many N-tiles so that enough SMs stream B when M <= 64 (N=2112 -> 66 / 33 tiles,
 //             N=4096 -> 128 / 64 tiles per M-block). (16 was measured: no faster at 64x2112x7168,
-//             where 132 tiles fill the SMs, and slower elsewhere. Neither was split-K over
-//             clusters of 2-4 CTAs, which halves each CTA's k-blocks: 15.5 -> 16.0 us there;
-//             branch exp/split-k-clusters, RESULTS.md session 21. Their time is mostly a fixed
-//             cost per launch, not the length of a CTA's k-loop.) gemm_config.pick takes the
-//             widest 64-row tile that leaves enough CTAs, a rule fitted to a measured sweep.
+//             where 132 tiles fill the SMs, and slower elsewhere.) gemm_config.pick takes the
+//             widest 64-row tile that leaves enough CTAs, a rule fitted to a measured sweep, and
+//             splits a 64x32 tile's K over a cluster of 2 CTAs where twice the tiles fit the SMs
+//             (GemmConfig::k_splits; 64x2112x7168 +16%, RESULTS.md session 29; the earlier
+//             split-K branches of sessions 21-23 lost to their exchange and clusters that did not
+//             all fit at once).
 //     128     M in (64, 128]: 2 M-blocks x N/128 (pairs sharing B measured no faster: unpaired).
 // Shared memory (max_stages, bf16 / f32 out): 128x112 6/5, 128x128 5/5, 128x144 5/4, 128x160 5/4, 128x192 4/3,
 // 256x128 3/2, 64x32 18/17, 64x64 13/12, 64x128 8/8.
