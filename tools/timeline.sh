@@ -4,7 +4,8 @@
 # goes (B-scale staging, waiting for data, the k-loop, the epilogue's two stores; the producer's
 # waits). Run on a lent Hopper machine from the repo root; logs to $OUT/timeline.log.
 #   tools/timeline.sh [MxNxK ...]   (default: the M = 4096 shapes of SPEC's dense table)
-# Environment: TILE (default 256x128), MULTICAST (default "1 2A"); FP8GEMM_TIMELINE_WARM=1 records a
+# Environment: TILE (default 256x128), MULTICAST (default "1 2A"), NVCC_FLAGS (e.g. a what-if's
+# -DFP8GEMM_EXPERIMENT_...); FP8GEMM_TIMELINE_WARM=1 records a
 # launch that follows an unrecorded one (operands in L2, not the flush's dirty lines: decode shapes,
 # whose CTAs run one tile each, get a summary of that tile from kernel entry to exit).
 set -uo pipefail
@@ -15,7 +16,7 @@ log="$OUT/timeline.log"
 shapes=("$@")
 [[ ${#shapes[@]} -gt 0 ]] || shapes=(4096x32768x512 4096x24576x1536 4096x7168x2048 4096x4096x7168 4096x7168x16384)
 NVCC=(nvcc -gencode=arch=compute_90a,code=sm_90a -O3 -std=c++17 --expt-relaxed-constexpr -Icuda -Itools
-      -DFP8GEMM_EXPERIMENT_TIMELINE)
+      -DFP8GEMM_EXPERIMENT_TIMELINE ${NVCC_FLAGS:-})
 dir=/tmp/objs_timeline bin=/tmp/gemm_timeline objs=()
 mkdir -p "$dir"
 for f in cuda/gemm/*.cu; do

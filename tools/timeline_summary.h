@@ -7,6 +7,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <vector>
@@ -149,7 +150,7 @@ void print_timeline(const char* label, const Launch& launch) {
     if (en > 0) std::printf("    k-loop: %.0f ns per k-block over k-blocks 0-15; k-block 16 -> done %.0f ns\n", early / en, late / en);
     // Split-K (event 7: the partials reduced, or sent): per cluster of 2 (CTAs 2i, 2i + 1), on the
     // global timer from the even CTA's entry: when each rank's k-loop ends and its reduction is done.
-    double sk[4] = {};
+    double sk[4] = {}, skew = 0;  // skew: mean |k-loop done, odd - even| over the pairs
     int skn = 0;
     for (int c = 0; c + 1 < tl::kMaxCtas; c += 2) {
       const unsigned long long* r0 = h.data() + static_cast<size_t>(c) * tl::kPerCta;
@@ -162,11 +163,13 @@ void print_timeline(const char* label, const Launch& launch) {
                static_cast<double>(static_cast<long long>(clk - row[2])) / ghz;
       };
       sk[0] += at(r0, ev(r0, 3)), sk[1] += at(r1, ev(r1, 3)), sk[2] += at(r0, ev(r0, 7)), sk[3] += at(r1, ev(r1, 7));
+      skew += std::abs(at(r1, ev(r1, 3)) - at(r0, ev(r0, 3)));
       ++skn;
     }
     if (skn > 0)
       std::printf("    split-K pairs (%d), ns from the even CTA's entry: k-loop done even %.0f / odd %.0f, "
-                  "reduced or sent even %.0f / odd %.0f\n", skn, sk[0] / skn, sk[1] / skn, sk[2] / skn, sk[3] / skn);
+                  "reduced or sent even %.0f / odd %.0f; mean |k-loop done odd - even| %.0f\n", skn, sk[0] / skn,
+                  sk[1] / skn, sk[2] / skn, sk[3] / skn, skew / skn);
     for (int parity = 0; parity < 2; ++parity) {
       if (n[parity] == 0) continue;
       std::printf("    one-tile CTAs, blockIdx %s (%d):", parity ? "odd" : "even", n[parity]);

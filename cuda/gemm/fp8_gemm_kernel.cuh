@@ -1093,6 +1093,9 @@ __global__ void __launch_bounds__(GemmTraits<BLOCK_M, BLOCK_N, Epilogue, kPerRow
           const bool owns = split_k::reduce(out, split_buf, args.k_splits, cta_rank, warp, lane);
           FP8GEMM_TIMELINE_MARK(timeline_thread, wg, timeline_tile, 7);  // reduced (or sent)
           if (owns) split_k::store_rows<OutT>(out, args.d, args.ld_d, tile, warp, lane);
+#ifdef FP8GEMM_EXPERIMENT_SPLITK_LATE_WAIT  // (the bytes must be in before this CTA exits)
+          if (owns) ptx::mbar_wait(split_k::barrier_of(split_buf, BLOCK_N, args.k_splits), 0);
+#endif
         }
       } else if (active) {
         Epilogue::store(out, smem_d, &tmap_d, tile, wg, /*slice=*/wg, tid_in_wg, epi_params);

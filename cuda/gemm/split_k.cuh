@@ -54,18 +54,19 @@ __device__ __forceinline__ uint64_t* barrier_of(uint8_t* buf, int block_n, int s
 // Called by every thread of the (one) math warpgroup with its partial `out` after the tile's
 // k-loop. Returns true in the threads whose `out` now holds final rows (the owner's warps).
 // buf: the receive buffer (16-byte aligned), its barrier initialised (barrier_of, 1 arrival).
-template <int kNumAcc>
-__device__ __forceinline__ bool reduce(float (&out)[kNumAcc], uint8_t* buf, int splits, uint32_t rank,
-                                       uint32_t warp, uint32_t lane) {
+// Compiled per split count, so that the owner's loads of all partials are in flight at once.
+template <int kSplits, int kNumAcc>
+__device__ __forceinline__ bool reduce_splits(float (&out)[kNumAcc], uint8_t* buf, uint32_t rank, uint32_t warp,
+                                              uint32_t lane) {
   constexpr int kSlotBytes = 32 * kNumAcc * 4;
-  uint64_t* const bar = barrier_of(buf, kNumAcc * 2, splits);
-  const uint32_t warps_per_rank = 4u / static_cast<uint32_t>(splits);
-  const uint32_t owner = warp / warps_per_rank;
-  const uint32_t buf_addr = ptx::smem_u32(buf) + (warp % warps_per_rank) * kSlotBytes + lane * 16;
+  constexpr uint32_t kWarpsPerRank = 4 / kSplits;
+  uint64_t* const bar = barrier_of(buf, kNumAcc * 2, kSplits);
+  const uint32_t owner = warp / kWarpsPerRank;
+  const uint32_t buf_addr = ptx::smem_u32(buf) + (warp % kWarpsPerRank) * kSlotBytes + lane * 16;
   // Slot of the partial from rank `from` in the owner's buffer (senders in rank order, owner skipped);
   // lane l's float4 j sits at (32 j + l) * 16 bytes in a slot: a warp's 16-byte accesses are contiguous.
   auto slot_addr = [&](uint32_t from) {
-    return buf_addr + (from - (from > owner ? 1u : 0u)) * warps_per_rank * kSlotBytes;
+    return buf_addr + (from - (from > owner ? 1u : 0u)) * kWarpsPerRank * kSlotBytes;
   };
   if (owner != rank) {
     const uint32_t remote = ptx::map_to_cta(slot_addr(rank), owner);
@@ -77,30 +78,35 @@ __device__ __forceinline__ bool reduce(float (&out)[kNumAcc], uint8_t* buf, int 
     return false;
   }
   // The owner's one arrival announces all the bytes its senders write (they may land before it).
-  if (warp % warps_per_rank == 0 && lane == 0)
-    ptx::mbar_arrive_expect_tx(bar, static_cast<uint32_t>((splits - 1) * warps_per_rank * kSlotBytes));
+  if (warp % kWarpsPerRank == 0 && lane == 0)
+    ptx::mbar_arrive_expect_tx(bar, static_cast<uint32_t>((kSplits - 1) * kWarpsPerRank * kSlotBytes));
+#ifndef FP8GEMM_EXPERIMENT_SPLITK_LATE_WAIT  // harness-only what-if: the sum reads before the bytes are in
   ptx::mbar_wait(bar, 0);  // as for a TMA load: complete_tx makes the bytes visible to the waiters
-  // Per float4: partial(0) + partial(1) + ... + partial(S - 1), this rank's own from registers
-  // (in place: chunk j of `out` is only read for chunk j).
+#endif
+  // partial(0) + partial(1) + ... + partial(S - 1) per element, this rank's own from registers.
+  float sum[kNumAcc];
 #pragma unroll
-  for (int j = 0; j < kNumAcc / 4; ++j) {
-    const float4 own = make_float4(out[4 * j], out[4 * j + 1], out[4 * j + 2], out[4 * j + 3]);
-    float4 sum = make_float4(0.f, 0.f, 0.f, 0.f);
-    for (uint32_t from = 0; from < static_cast<uint32_t>(splits); ++from) {
-      float4 v = own;
+  for (uint32_t from = 0; from < kSplits; ++from) {
+#pragma unroll
+    for (int j = 0; j < kNumAcc / 4; ++j) {
+      float v[4] = {out[4 * j], out[4 * j + 1], out[4 * j + 2], out[4 * j + 3]};
       if (from != rank) {
         const uint4 u = ptx::ld_shared_v4_u32(slot_addr(from) + j * 32 * 16);
-        v = make_float4(__uint_as_float(u.x), __uint_as_float(u.y), __uint_as_float(u.z), __uint_as_float(u.w));
+        v[0] = __uint_as_float(u.x), v[1] = __uint_as_float(u.y), v[2] = __uint_as_float(u.z), v[3] = __uint_as_float(u.w);
       }
-      if (from == 0) {
-        sum = v;
-      } else {
-        sum.x += v.x, sum.y += v.y, sum.z += v.z, sum.w += v.w;
-      }
+#pragma unroll
+      for (int e = 0; e < 4; ++e) sum[4 * j + e] = from == 0 ? v[e] : sum[4 * j + e] + v[e];
     }
-    out[4 * j] = sum.x, out[4 * j + 1] = sum.y, out[4 * j + 2] = sum.z, out[4 * j + 3] = sum.w;
   }
+#pragma unroll
+  for (int i = 0; i < kNumAcc; ++i) out[i] = sum[i];
   return true;
+}
+
+template <int kNumAcc>
+__device__ __forceinline__ bool reduce(float (&out)[kNumAcc], uint8_t* buf, int splits, uint32_t rank,
+                                       uint32_t warp, uint32_t lane) {
+  return splits == 2 ? reduce_splits<2>(out, buf, rank, warp, lane) : reduce_splits<4>(out, buf, rank, warp, lane);
 }
 
 // This warp's 16 rows of the tile from registers to D (row-major, ld elements per row), rows and
