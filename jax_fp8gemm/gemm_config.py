@@ -126,17 +126,19 @@ def _decode_block_n(m: int, n: int, num_sms: int) -> int:
     return block_n
 
 
-# Split-K of the decode tiles (cuda/gemm/split_k.cuh): two CTAs per 64x32 tile, a cluster, each over
-# half of K, where the doubled grid still fits the SMs at once. Measured on an H200 (RESULTS.md,
-# session 29; `--suite gemm-sweep`, K = 7168): 64x2112x7168 +10-16%, 1x / 3x / 32x2112x7168 +11-22%,
-# 1x1024x7168 +30%. The partials' exchange costs ~1.3 us, which a short k-loop does not win back
-# (1x7168x2048 and 1x8192x7168 with 64x128 tiles: 15-50% slower, 64x128 ks2 exchanges 4x the
-# bytes), so only 64x32 tiles split, and only from K = 4096 (32 k-blocks; shorter K unmeasured).
+# Split-K of the decode tiles (cuda/gemm/split_k.cuh): two CTAs per 64x32 or 64x64 tile, a cluster,
+# each over half of K, where the doubled grid still fits the SMs at once. Measured on an H200
+# (RESULTS.md, session 29; `--suite gemm-sweep`, K = 7168): 64x32 at 64x2112x7168 +21%, 1x2112x7168
+# +26%, 1x1024x7168 +46%; 64x64 at 7x4096x7168 +8%. The exchange of the partials costs ~0.5 us
+# (64x32) to ~1.5 us (64x128), which a short k-loop does not win back (1x7168x2048 with 64x128
+# tiles: 30-50% slower); the 64x128 tile's exchange moves 4x the bytes (at 1x8192x7168 it ties),
+# so it stays unsplit, and splits start at K = 4096 (32 k-blocks; shorter K unmeasured).
 _SPLIT_K_MIN_K = 4096
 
 
 def _decode_k_splits(block_n: int, n: int, k: int, num_sms: int) -> int:
-    return 2 if block_n == 32 and k >= _SPLIT_K_MIN_K and 2 * cdiv(n, block_n) <= num_sms else 1
+    fits = 2 * cdiv(n, block_n) <= num_sms
+    return 2 if block_n in (32, 64) and k >= _SPLIT_K_MIN_K and fits else 1
 
 
 def pick(m: int, n: int, k: int, out_dtype, num_sms: int) -> GemmConfig:
