@@ -68,8 +68,8 @@ struct GemmConfig {
 //             N=4096 -> 128 / 64 tiles per M-block). (16 was measured: no faster at 64x2112x7168,
 //             where 132 tiles fill the SMs, and slower elsewhere.) gemm_config.pick takes the
 //             widest 64-row tile that leaves enough CTAs, a rule fitted to a measured sweep, and
-//             splits a 64x32 tile's K over a cluster of 2 CTAs where twice the tiles fit the SMs
-//             (GemmConfig::k_splits; 64x2112x7168 +16%, RESULTS.md session 29; the earlier
+//             splits a 64x32 / 64x64 tile's K over a cluster of 2 CTAs where twice the tiles fit
+//             the SMs (GemmConfig::k_splits; 64x2112x7168 +22%, RESULTS.md session 29; the earlier
 //             split-K branches of sessions 21-23 lost to their exchange and clusters that did not
 //             all fit at once).
 //     128     M in (64, 128]: 2 M-blocks x N/128 (pairs sharing B measured no faster: unpaired).

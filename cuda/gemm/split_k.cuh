@@ -16,12 +16,14 @@
 // Each CTA takes part in one tile (the launcher's grid is S CTAs per tile), so the buffer and its
 // barrier are used once: no reuse hazard, parity 0. The owner exits only after all bytes sent to it
 // have landed; a sender may exit earlier (st.async takes its data from registers).
-// The exchange is not free: 1.2-1.6 us from the end of the k-loop to the owner's sum at
-// 64x2112x7168 with 64x32 tiles (2 KB per sender warp), 2-4 us with 64x128 tiles (8 KB), where the
-// k-loop is 4-6 us (tools/timeline.sh). Measured alternatives, all slower (RESULTS.md, session 29):
-// plain remote stores with a release arrival per lane (the release waits for the sender's
-// outstanding memory operations), a barrier per owned lane, and one bulk copy per sender warp from
-// its shared memory.
+// The exchange costs the owner ~0.55 us after its k-loop at 64x2112x7168 with 64x32 tiles (2 KB per
+// sender warp) and ~1.2 us with 64x128 tiles (8 KB), where the k-loop is 4-6 us (tools/timeline.sh):
+// the owner's loads of the partials must all be in flight at once (the sum compiled per split
+// count; as a runtime loop they went one after another, 2-3x slower). On their own two CTAs move 4
+// KB this way in ~0.3 us (a microbenchmark, with or without other SMs streaming memory).
+// Measured alternatives, none faster (RESULTS.md, session 29): plain remote stores with a release
+// arrival per lane (the release waits for the sender's outstanding memory operations), a barrier
+// per owned lane, one bulk copy per sender warp from its shared memory.
 #pragma once
 
 #include <cuda_bf16.h>
