@@ -129,10 +129,10 @@ def _decode_block_n(m: int, n: int, num_sms: int) -> int:
 # Split-K of the decode tiles (cuda/gemm/split_k.cuh): two CTAs per 64x32 or 64x64 tile, a cluster,
 # each over half of K, where the doubled grid still fits the SMs at once. Measured on an H200
 # (RESULTS.md, session 29; `--suite gemm-sweep`, K = 7168): 64x32 at 64x2112x7168 +21%, 1x2112x7168
-# +26%, 1x1024x7168 +46%; 64x64 at 7x4096x7168 +8%. The exchange of the partials costs ~0.5 us
-# (64x32) to ~1.5 us (64x128), which a short k-loop does not win back (1x7168x2048 with 64x128
-# tiles: 30-50% slower); the 64x128 tile's exchange moves 4x the bytes (at 1x8192x7168 it ties),
-# so it stays unsplit, and splits start at K = 4096 (32 k-blocks; shorter K unmeasured).
+# +26%, 1x1024x7168 +46%; 64x64 at 7x4096x7168 +6-8%, 32x3072x7168 +16%. The exchange of the
+# partials costs ~0.5 us (64x32) to ~1.2 us (64x128, 4x the bytes: its split ties at 1x8192x7168,
+# so it stays unsplit). A short k-loop does not win it back (the first version lost 30-50% at
+# 1x7168x2048), so splits start at K = 4096 (32 k-blocks; between 2048 and 7168 unmeasured).
 _SPLIT_K_MIN_K = 4096
 
 
