@@ -24,11 +24,14 @@
 // mbarrier per stage. The ring (stage index, phase bit) runs continuously across tiles; producer
 // and consumers step through exactly the same sequence of (tile, k-block) pairs.
 //   full[s]:  1 arrival (producer's arrive.expect_tx) + the stage's bytes delivered by TMA.
-//   empty[s]: one arrival per math warp of every CTA in the cluster (cluster_size * 4 * W): with a
-//             cluster of 2, lane 0 of each math warp arrives on rank 0's barrier and lane 1 on rank
+//   empty[s]: one arrival per math warp of every CTA that reads the stage (4 * W; 2 * 4 * W with
+//             TMA multicast; split-K clusters share no stages): with multicast, lane 0 of each math
+//             warp arrives on rank 0's barrier and lane 1 on rank
 //             1's, so a stage is free in a CTA only when BOTH CTAs' consumers are done with it --
 //             required because rank 0's multicast writes the shared tile into both CTAs.
 //             If the peer CTA has no tile any more, both arrivals go to the own barrier.
+// Split-K (dense 64-row tiles, GemmKernelArgs::k_splits): a cluster of k_splits CTAs per tile, each
+// over its k-range; their partial tiles are added through distributed shared memory (split_k.cuh).
 // Edges: TMA zero-fills out-of-bounds loads (a partial last k-block contributes zeros, rows >= M
 // and columns >= N read as zero) and clips out-of-bounds stores.
 #pragma once
@@ -725,7 +728,7 @@ __global__ void __launch_bounds__(GemmTraits<BLOCK_M, BLOCK_N, Epilogue, kPerRow
     constexpr bool kStageSfb = Traits::kSfbStagedRows > 0;
     // The other (one-wave, BLOCK_N dividing 128) tiles read them from global memory, one k-block ahead.
     constexpr bool kLdgSfb = !kPerRowScaleB && !kStageSfb;
-    static_assert(!(kStageSfb && kTileKRange), "per-tile k-ranges come with per-row B scales");
+    static_assert(!(kStageSfb && kTileKRange), "per-tile k-ranges: B scales per row or read per k-block, not staged");
     constexpr int kSfbRows = Traits::kSfbStagedRows;
     // Floats per thread loaded ahead (the rest, if any, when the tile starts). One for the grouped
     // 256-row tile (up to K = 8192 with its two staged rows): a second register made it spill.
