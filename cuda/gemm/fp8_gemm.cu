@@ -453,7 +453,8 @@ cudaError_t launch_fp8_gemm(const GemmProblem& p, const GemmConfig& cfg, cudaStr
 
   // Split-K: one tile per cluster of k_splits CTAs (the reduction uses its buffer once); tiles x
   // k_splits should not exceed the clusters that fit at once (gemm_config.pick), or the rest wait.
-  int grid = static_cast<int>(num_tiles) * k_splits;
+  if (num_tiles * k_splits > INT_MAX) return cudaErrorInvalidValue;
+  int grid = static_cast<int>(num_tiles * k_splits);
   if (k_splits == 1) {
     err = persistent_grid(e, cfg, s, num_tiles, &grid);
     if (err != cudaSuccess) return err;
