@@ -1,5 +1,6 @@
 // The Python module jax_fp8gemm._cuda: a dict of XLA FFI handler capsules, registered for the
-// "CUDA" platform by jax_fp8gemm/_kernels.py at import.
+// "CUDA" platform by jax_fp8gemm/_kernels.py at import, and the one device fact the configuration
+// pickers need that JAX does not give (how many split-K clusters fit at once).
 #include <nanobind/nanobind.h>
 
 #include "xla/ffi/api/c_api.h"
@@ -16,6 +17,7 @@ extern "C" XLA_FFI_Error* kFp8GroupedGemm(XLA_FFI_CallFrame*);
 extern "C" XLA_FFI_Error* kFp8GroupedGemmMasked(XLA_FFI_CallFrame*);
 extern "C" XLA_FFI_Error* kFp8GemmWgrad(XLA_FFI_CallFrame*);
 extern "C" XLA_FFI_Error* kFp8GroupedGemmWgrad(XLA_FFI_CallFrame*);
+int max_active_split_k_clusters(int block_n, int cluster_size);  // gemm/fp8_gemm.h
 }  // namespace fp8gemm
 
 namespace {
@@ -39,4 +41,6 @@ NB_MODULE(_cuda, m) {
     d["fp8gemm_grouped_gemm_wgrad"] = capsule(fp8gemm::kFp8GroupedGemmWgrad);
     return d;
   });
+  m.def("max_active_split_k_clusters", &fp8gemm::max_active_split_k_clusters, nb::arg("block_n"),
+        nb::arg("cluster_size"));
 }

@@ -63,7 +63,7 @@ def gemm_kernel_call(a, a_s, b, b_s, config: gemm_config.GemmConfig, out_dtype=j
 
 def _kernel(a, a_s, b, b_s, *, out_dtype):
     (m, k), n = a.shape, b.shape[0]
-    config = gemm_config.pick(m, n, k, out_dtype, _kernels.num_sms())
+    config = gemm_config.pick(m, n, k, out_dtype, _kernels.num_sms(), _kernels.max_active_split_k_clusters)
     return gemm_kernel_call(a, a_s, b, b_s, config, out_dtype)
 
 

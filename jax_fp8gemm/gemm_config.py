@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from typing import Callable, Optional
 
 import jax.numpy as jnp
 import numpy as np
@@ -36,7 +37,7 @@ class GemmConfig:
     # of one M-block), 0 = B (neighbouring M-blocks of one N-block).
     multicast_a: int = 0
     # Dense 64-row tiles only: CTAs (a cluster) per tile, each over 1 / k_splits of K, their partial
-    # tiles added in a fixed order (cuda/gemm/split_k.cuh). 1, 2 or 4.
+    # tiles added in a fixed order (cuda/gemm/split_k.cuh). 1 (none) to 4 (kMaxKSplits).
     k_splits: int = 1
 
     def attributes(self) -> dict[str, int]:
@@ -126,29 +127,63 @@ def _decode_block_n(m: int, n: int, num_sms: int) -> int:
     return block_n
 
 
-# Split-K of the decode tiles (cuda/gemm/split_k.cuh): two CTAs per 64x32 or 64x64 tile, a cluster,
-# each over half of K, where the doubled grid still fits the SMs at once. Measured on an H200
-# (RESULTS.md, session 29; `--suite gemm-sweep`, K = 7168): 64x32 at 64x2112x7168 +21%, 1x2112x7168
-# +26%, 1x1024x7168 +46%; 64x64 at 7x4096x7168 +6-8%, 32x3072x7168 +16%. The exchange of the
-# partials costs ~0.5 us (64x32) to ~1.2 us (64x128, 4x the bytes: its split ties at 1x8192x7168,
-# so it stays unsplit). A short k-loop does not win it back (the first version lost 30-50% at
-# 1x7168x2048), so splits start at K = 4096 (32 k-blocks; between 2048 and 7168 unmeasured).
+# Split-K of the decode tiles (cuda/gemm/split_k.cuh): S CTAs per 64x32 or 64x64 tile, a cluster,
+# each over 1 / S of K, their partials added through distributed shared memory. These GEMMs are
+# bound per CTA (by the k-blocks it walks and the bytes it loads), not by the chip: what pays is
+# more CTAs, then fewer k-blocks per CTA. So among the 64x32 / 64x64 tiles split 1-4 ways, `pick`
+# takes the most CTAs, then the fewest k-blocks per CTA, provided the clusters all fit at once: not
+# every GPC holds a whole number of them (an H200's 132 SMs hold 66 clusters of 2, 39 of 3, 30 of 4;
+# a 33rd cluster of 4 runs in a second round, -30%). Measured on an H200 (RESULTS.md, sessions 29
+# and 30; `--suite gemm-sweep`, K = 7168): the rule's pick is the best configuration or within 2%
+# of it at N = 576 (64x32 ks4, +30% over the earlier ks2), 1024 (64x32 ks3, +17%), 1536 (64x64
+# ks4, +8%), 2112 (64x32 ks2), 3072 and 4096 (64x64 ks2). Deeper splits lose: each rank's exchange
+# costs the owner more (64x64 ks6-8 and 64x128 ks5-8 measured slower wherever they fit), and the
+# 64x128 tile's partials are 4x the bytes (its splits tie at best). A short k-loop does not win the
+# exchange back (the first version lost 30-50% at 1x7168x2048), so splits start at K = 4096 (32
+# k-blocks; between 2048 and 7168 unmeasured). Where no split fits, the tile is `_decode_block_n`'s.
 _SPLIT_K_MIN_K = 4096
+_SPLIT_K_TILE_N = (32, 64)
+_MAX_DECODE_SPLITS = 4
+
+# clusters(block_n, cluster_size): how many clusters of that many 64 x block_n CTAs fit on the
+# device at once (_kernels.max_active_split_k_clusters asks the CUDA runtime).
+ClusterCapacity = Callable[[int, int], int]
 
 
-def _decode_k_splits(block_n: int, n: int, k: int, num_sms: int) -> int:
-    fits = 2 * cdiv(n, block_n) <= num_sms
-    return 2 if block_n in (32, 64) and k >= _SPLIT_K_MIN_K and fits else 1
+def _decode_tile(m: int, n: int, k: int, num_sms: int, clusters: Optional[ClusterCapacity]) -> tuple[int, int]:
+    """(block_n, k_splits) of a decode GEMM: see the comment above."""
+    unsplit = _decode_block_n(m, n, num_sms), 1
+    if clusters is None or k < _SPLIT_K_MIN_K:
+        return unsplit
+    num_k_blocks = cdiv(k, 128)
+    best = None
+    for bn in _SPLIT_K_TILE_N:
+        tiles = cdiv(n, bn)
+        for splits in range(1, _MAX_DECODE_SPLITS + 1):
+            if splits == 1:
+                ctas = min(tiles, num_sms)
+                k_blocks = cdiv(tiles, ctas) * num_k_blocks
+            elif tiles * splits <= num_sms and tiles <= clusters(bn, splits):
+                ctas, k_blocks = tiles * splits, cdiv(num_k_blocks, splits)
+            else:
+                continue
+            key = (-ctas, k_blocks, bn)
+            if best is None or key < best[0]:
+                best = key, bn, splits
+    _, bn, splits = best
+    return unsplit if splits == 1 else (bn, splits)
 
 
-def pick(m: int, n: int, k: int, out_dtype, num_sms: int) -> GemmConfig:
+def pick(m: int, n: int, k: int, out_dtype, num_sms: int,
+         split_k_clusters: Optional[ClusterCapacity] = None) -> GemmConfig:
     """The configuration for one static shape (K scales every tile's main loop alike; it only
     changes the ranking where a tile's epilogue is exposed, see `_short_k_factor`). M <= 64 takes
-    a 64-row tile by `_decode_block_n`, split over K by `_decode_k_splits`."""
+    a 64-row tile, split over K where that fills more SMs (`_decode_tile`; no split without
+    `split_k_clusters`, the device's cluster capacity)."""
     if m <= 64:
-        block_n = _decode_block_n(m, n, num_sms)
+        block_n, k_splits = _decode_tile(m, n, k, num_sms, split_k_clusters)
         return GemmConfig(block_m=64, block_n=block_n, num_stages=0, num_sms=int(num_sms), multicast=1,
-                          k_splits=_decode_k_splits(block_n, n, k, num_sms))
+                          k_splits=k_splits)
 
     def candidates():
         for bm, bn in COMPILED_TILES:

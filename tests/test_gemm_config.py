@@ -19,6 +19,16 @@ SMS = (132, 114, 78)
 DTYPES = (jnp.bfloat16, jnp.float32)
 
 
+def h200_clusters(block_n: int, size: int) -> int:
+    """What CUDA's occupancy query answered on an H200 (132 SMs) for the dense 64-row kernels:
+    clusters of 2, 3, 4, ... CTAs that fit at once (RESULTS.md, session 30)."""
+    return {1: 132, 2: 66, 3: 39, 4: 30, 5: 22, 6: 17, 7: 15, 8: 15}[size]
+
+
+def ideal_clusters(sms: int):
+    return lambda block_n, size: sms // size
+
+
 def cpp_tiles(name: str) -> set[tuple[int, int]]:
     """The (block_m, block_n) pairs of `inline constexpr CompiledTile name[] = {...};`."""
     text = HEADER.read_text()
@@ -52,31 +62,47 @@ def test_pick_dense(out_dtype):
 @pytest.mark.parametrize("m,n,block_n", [
     (1, 2112, 32), (64, 2112, 32), (64, 3072, 32), (1, 3072, 64), (32, 3072, 64), (1, 4096, 64),
     (64, 4096, 64), (32, 5120, 64), (1, 8192, 128), (64, 14336, 128)])
-def test_pick_decode_takes_the_measured_tile(m, n, block_n):
-    """M <= 64 on 132 SMs: the 64-row tile that measured fastest (or within 1%) on an H100 at
-    K = 7168 (RESULTS.md, session 21; the old wave model took 64x32 at 1x4096x7168, 14% slower)."""
+def test_pick_decode_unsplit_takes_the_measured_tile(m, n, block_n):
+    """M <= 64 on 132 SMs, no split-K: the 64-row tile that measured fastest (or within 1%) on an
+    H100 at K = 7168 (RESULTS.md, session 21; the old wave model took 64x32 at 1x4096x7168, 14%
+    slower)."""
     c = gc.pick(m, n, 7168, jnp.bfloat16, 132)
-    assert (c.block_m, c.block_n) == (64, block_n)
+    assert (c.block_m, c.block_n, c.k_splits) == (64, block_n, 1)
     assert (64, c.block_n) in gc.COMPILED_TILES
 
 
-@pytest.mark.parametrize("m,n,k,sms,k_splits", [
-    (1, 2112, 7168, 132, 2), (64, 2112, 7168, 132, 2), (3, 1024, 7168, 132, 2),  # 64x32: 66 / 32 tiles
-    (7, 4096, 7168, 132, 2),  # 64x64: 64 tiles
-    (64, 2112, 2048, 132, 1),  # K too short to pay for the exchange
-    (64, 2112, 7168, 100, 1),  # 2 x 66 CTAs would not fit at once
-    (64, 3072, 7168, 132, 1),  # 96 tiles of 64x32
-    (1, 8192, 7168, 132, 1), (64, 14336, 7168, 132, 1),  # 64x128 tiles: no split
-    (128, 2112, 7168, 132, 1)])  # not a decode tile
-def test_decode_split_k(m, n, k, sms, k_splits):
-    """Split-K where it measured faster: 64x32 / 64x64 decode tiles, K >= 4096, twice the tiles
-    <= SMs."""
-    c = gc.pick(m, n, k, jnp.bfloat16, sms)
-    assert c.k_splits == k_splits, c
+@pytest.mark.parametrize("m,n,k,block_n,k_splits", [
+    (1, 2112, 7168, 32, 2), (64, 2112, 7168, 32, 2),  # 66 tiles x 2 = 132 CTAs
+    (1, 576, 7168, 32, 4), (1, 1024, 7168, 32, 3),  # 18 x 4, 32 x 3 (32 clusters of 4 do not fit)
+    (1, 1536, 7168, 64, 4),  # 24 x 4 = 96 CTAs, as many as 48 x 2 of 64x32 and half their k-blocks
+    (7, 4096, 7168, 64, 2), (32, 3072, 7168, 64, 2), (64, 3072, 7168, 64, 2),  # 64 / 48 tiles x 2
+    (64, 2112, 2048, 32, 1),  # K too short to pay for the exchange
+    (1, 8192, 7168, 128, 1), (64, 14336, 7168, 128, 1), (32, 5120, 7168, 64, 1),  # no split fits
+    (128, 2112, 7168, None, 1)])  # not a decode shape
+def test_decode_split_k(m, n, k, block_n, k_splits):
+    """Split-K on the H200's cluster capacity (`h200_clusters`): the configurations that measured
+    best or within 2% of it (RESULTS.md, sessions 29-30)."""
+    c = gc.pick(m, n, k, jnp.bfloat16, 132, h200_clusters)
+    assert (block_n or c.block_n, c.k_splits) == (c.block_n, k_splits), c
     if k_splits > 1:
-        assert c.block_m == 64 and c.block_n in (32, 64) and c.multicast == 1
-        assert 2 * -(-n // c.block_n) <= sms
+        assert c.block_m == 64 and c.multicast == 1
     assert "k_splits" not in c.attributes()  # the grouped and wgrad FFI calls take no k_splits
+
+
+@pytest.mark.parametrize("sms", SMS)
+@pytest.mark.parametrize("clusters", ["h200", "ideal", "none fit"])
+def test_decode_split_k_fits_the_device(sms, clusters):
+    """A split-K grid never exceeds the SMs nor the clusters that fit at once (a second round of
+    clusters would double the time), on any decode shape, whatever the device's capacity."""
+    capacity = {"h200": h200_clusters, "ideal": ideal_clusters(sms), "none fit": lambda bn, s: 0}[clusters]
+    for m, n, k in itertools.product((1, 7, 64), (16, 576, 1024, 2112, 4096, 7168, 24576), (2048, 4096, 7168)):
+        c = gc.pick(m, n, k, jnp.bfloat16, sms, capacity)
+        tiles = -(-n // c.block_n)
+        if clusters == "none fit" or k < 4096:
+            assert c.k_splits == 1
+        if c.k_splits > 1:
+            assert tiles * c.k_splits <= sms and tiles <= capacity(c.block_n, c.k_splits), (m, n, k, c)
+            assert c.block_n in (32, 64) and 2 <= c.k_splits <= 4
 
 
 @pytest.mark.parametrize("out_dtype", DTYPES)

@@ -189,7 +189,7 @@ def test_gemm_kernel(rng, m, n, k, out_dtype):
 
 
 @pytest.mark.parametrize("m,n,k", [(1, 2112, 7168), (7, 1000, 1552), (64, 272, 208), (63, 2112, 4112)])
-@pytest.mark.parametrize("block_n,k_splits", [(32, 2), (64, 4), (128, 2)])
+@pytest.mark.parametrize("block_n,k_splits", [(32, 2), (32, 3), (64, 3), (64, 4)])
 @pytest.mark.parametrize("out_dtype", [jnp.bfloat16, jnp.float32])
 def test_gemm_split_k_kernel(rng, m, n, k, block_n, k_splits, out_dtype):
     """Split-K decode tiles (clusters adding their partials through distributed shared memory):

@@ -254,8 +254,8 @@ std::vector<Variant> correctness_variants(const Options& o) {
       }
       // Split-K (64-row tiles; selected with --multicast=1): uneven k-ranges, empty ones when K has
       // fewer k-blocks than splits, a shallow ring.
-      if (t.block_m == 64 && multicast_selected(o, 1, 0)) {
-        for (int ks : {2, 4}) {
+      if (t.block_m == 64 && t.block_n <= fp8gemm::kMaxSplitKBlockN && multicast_selected(o, 1, 0)) {
+        for (int ks = 2; ks <= fp8gemm::kMaxKSplits; ++ks) {
           v.push_back({GemmConfig{t.block_m, t.block_n, 0, 0, 1, 0, ks}, out});
           v.push_back({GemmConfig{t.block_m, t.block_n, 2, 0, 1, 0, ks}, out});
         }
@@ -272,8 +272,8 @@ std::vector<Variant> bench_variants(const Options& o) {
     for (const auto& [mc, mc_a] : kMulticastModes)
       if (multicast_selected(o, mc, mc_a) && fp8gemm::is_compiled(GemmConfig{t.block_m, t.block_n, 0, 0, mc, mc_a}, o.bench_out))
         v.push_back({GemmConfig{t.block_m, t.block_n, 0, 0, mc, mc_a}, o.bench_out});
-    if (t.block_m == 64 && multicast_selected(o, 1, 0))
-      for (int ks : {2, 4}) v.push_back({GemmConfig{t.block_m, t.block_n, 0, 0, 1, 0, ks}, o.bench_out});
+    if (t.block_m == 64 && t.block_n <= fp8gemm::kMaxSplitKBlockN && multicast_selected(o, 1, 0))
+      for (int ks = 2; ks <= fp8gemm::kMaxKSplits; ++ks) v.push_back({GemmConfig{t.block_m, t.block_n, 0, 0, 1, 0, ks}, o.bench_out});
   }
   return v;
 }
@@ -416,9 +416,11 @@ void check_rejections(const HostData& h, const DeviceData& dd) {
   c = good;
   c.k_splits = 2;  // split-K: 64-row tiles only
   expect_invalid(p, c, "k_splits with a 128-row tile");
-  c = GemmConfig{64, 128, 0, 0, 1, 0, 3};
-  expect_invalid(p, c, "k_splits 3");
-  c = GemmConfig{64, 128, 0, 0, 2, 0, 2};
+  c = GemmConfig{64, 64, 0, 0, 1, 0, fp8gemm::kMaxKSplits + 1};
+  expect_invalid(p, c, "k_splits past kMaxKSplits");
+  c = GemmConfig{64, 128, 0, 0, 1, 0, 2};
+  expect_invalid(p, c, "k_splits on a 64x128 tile");
+  c = GemmConfig{64, 64, 0, 0, 2, 0, 2};
   expect_invalid(p, c, "k_splits with multicast");
   ++g_checks;
   if (fp8gemm::max_stages(96, 96, OutDtype::kBF16) != 0 || fp8gemm::max_stages(128, 128, OutDtype::kBF16) < 4) {

@@ -171,12 +171,13 @@ cudaLaunchAttribute cluster_attribute(int size) {
   return attr;
 }
 
-// How many clusters of 2 can be resident at once (the persistent grid must not exceed it, or some
-// clusters would only start after others finished). Queried once per (kernel, device, smem size).
-cudaError_t max_active_clusters_of_2(const KernelEntry& e, int dev, int smem_bytes, int* out) {
+// How many clusters of `size` CTAs can be resident at once (a persistent grid of pairs must not
+// exceed it, or some clusters would only start after others finished). Queried once per (kernel,
+// device, smem size, cluster size).
+cudaError_t max_active_clusters(const KernelEntry& e, int dev, int smem_bytes, int size, int* out) {
   static std::mutex mu;
-  static std::map<std::tuple<const void*, int, int>, int> cache;
-  const auto key = std::make_tuple(e.fn, dev, smem_bytes);
+  static std::map<std::tuple<const void*, int, int, int>, int> cache;
+  const auto key = std::make_tuple(e.fn, dev, smem_bytes, size);
   {
     std::lock_guard<std::mutex> lock(mu);
     auto it = cache.find(key);
@@ -186,10 +187,10 @@ cudaError_t max_active_clusters_of_2(const KernelEntry& e, int dev, int smem_byt
     }
   }
   cudaLaunchConfig_t cfg = {};
-  cfg.gridDim = dim3(2, 1, 1);
+  cfg.gridDim = dim3(size, 1, 1);
   cfg.blockDim = dim3(e.num_threads, 1, 1);
   cfg.dynamicSmemBytes = static_cast<size_t>(smem_bytes);
-  cudaLaunchAttribute attr = cluster_attribute(2);
+  cudaLaunchAttribute attr = cluster_attribute(size);
   cfg.attrs = &attr;
   cfg.numAttrs = 1;
   int clusters = 0;
@@ -259,7 +260,7 @@ cudaError_t persistent_grid(const KernelEntry& e, const GemmConfig& cfg, const L
     return *grid >= 1 ? cudaSuccess : cudaErrorInvalidValue;
   }
   int clusters = 0;
-  cudaError_t err = max_active_clusters_of_2(e, s.dev, s.smem_bytes, &clusters);
+  cudaError_t err = max_active_clusters(e, s.dev, s.smem_bytes, 2, &clusters);
   if (err != cudaSuccess) return err;
   *grid = static_cast<int>(std::min<long long>(std::min(sms / 2, clusters) * 2LL, (max_tiles + 1) / 2 * 2));
   return *grid >= 2 ? cudaSuccess : cudaErrorInvalidValue;
@@ -400,10 +401,10 @@ bool offered(const GemmConfig& cfg, OutDtype out) { return !(cfg.block_m == 256 
 
 namespace {
 // Clusters: none (multicast 1, multicast_a 0) or pairs (multicast 2) sharing B (0) or A (1); or
-// split-K (k_splits 2 or 4, 64-row tiles, no multicast).
+// split-K (k_splits 2 .. kMaxKSplits, 64x32 / 64x64 tiles, no multicast).
 bool valid_cluster(const GemmConfig& cfg) {
   if (cfg.k_splits != 1)
-    return (cfg.k_splits == 2 || cfg.k_splits == 4) && cfg.block_m == 64 && cfg.multicast == 1 &&
+    return cfg.k_splits >= 2 && cfg.k_splits <= kMaxKSplits && cfg.block_m == 64 && cfg.block_n <= kMaxSplitKBlockN && cfg.multicast == 1 &&
            cfg.multicast_a == 0;
   return (cfg.multicast == 1 && cfg.multicast_a == 0) ||
          (cfg.multicast == 2 && (cfg.multicast_a == 0 || cfg.multicast_a == 1));
@@ -420,6 +421,19 @@ int max_stages(int block_m, int block_n, OutDtype out) {
   const int idx = find_entry(block_m, block_n, out);
   if (idx < 0) return 0;
   return std::max(0, stages_that_fit(registry()[idx], kSmemPerBlockSm90));
+}
+
+int max_active_split_k_clusters(int block_n, int cluster_size) {
+  const int idx = find_entry(64, block_n, OutDtype::kBF16);
+  if (idx < 0 || cluster_size < 1 || cluster_size > kMaxKSplits) return 0;
+  const KernelEntry& e = registry()[idx];
+  LaunchSetup s;
+  int clusters = 0;
+  if (setup_launch(e, GemmConfig{64, block_n, 0, 0, 1}, /*min_stages=*/1, &s) != cudaSuccess ||
+      ensure_smem_attribute(g_smem_attribute_set[idx][s.dev], e.fn, s.smem_limit) != cudaSuccess ||
+      max_active_clusters(e, s.dev, s.smem_bytes, cluster_size, &clusters) != cudaSuccess)
+    return 0;
+  return clusters;
 }
 
 cudaError_t launch_fp8_gemm(const GemmProblem& p, const GemmConfig& cfg, cudaStream_t stream) {

@@ -31,11 +31,17 @@ struct GemmConfig {
   // With multicast 2, which operand the CTA pair shares: 0 = B (the pair works on neighbouring
   // M-blocks of one N-block), 1 = A (neighbouring N-blocks of one M-block; A's scales come along).
   int multicast_a = 0;
-  // Dense 64-row tiles only (decode): CTAs per tile, each over 1 / k_splits of the k-blocks, their
+  // Dense 64x32 / 64x64 tiles only (decode): CTAs per tile, each over 1 / k_splits of the k-blocks, their
   // partial tiles added in a fixed order through distributed shared memory (a cluster of k_splits,
-  // no multicast; cuda/gemm/split_k.cuh). 1 (none), 2 or 4.
+  // no multicast; cuda/gemm/split_k.cuh). 1 (none) or 2 .. kMaxKSplits (4).
   int k_splits = 1;
 };
+// The most CTAs of a split-K cluster, and the widest tile split. Up to 8 (a portable cluster) work,
+// but splits of 5-8 measured slower wherever they fit (the owners' sums grow), and the 64x128 tile's
+// splits (4x the partials' bytes of 64x32) tied at best (RESULTS.md, sessions 29-30). Their sums
+// made the 64x64 / 64x128 kernels spill 12-52 bytes; without them nothing spills.
+constexpr int kMaxKSplits = 4;
+constexpr int kMaxSplitKBlockN = 64;
 
 // ------------------------------------------------------------------------------------------------
 // Compiled configurations (mirror this list on the Python side).
@@ -95,6 +101,12 @@ bool is_compiled(const GemmConfig& cfg, OutDtype out);
 //                + stages * (block_m * 128 + block_n * 128 + round_up(sfa_rows * 4, 128) + 16)
 //   with sfa_rows = block_m + 4 (block_m 256: 256)
 int max_stages(int block_m, int block_n, OutDtype out);
+
+// How many clusters of `cluster_size` CTAs of the dense 64 x block_n kernel (bf16 out, one CTA per
+// SM) the current device holds at once: a split-K grid larger than that runs in two rounds. Not
+// every GPC holds a whole number of clusters (an H200's 132 SMs: 66 of 2, 39 of 3, 30 of 4, 15 of
+// 8). 0 if the tile is not compiled or the query fails.
+int max_active_split_k_clusters(int block_n, int cluster_size);
 
 // Launches on `stream`. No allocation, no host synchronisation, no stream queries (this is called
 // inside CUDA-graph capture). Encodes TMA descriptors on the host per call and passes them as

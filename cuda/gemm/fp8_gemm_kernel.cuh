@@ -385,8 +385,9 @@ __global__ void __launch_bounds__(GemmTraits<BLOCK_M, BLOCK_N, Epilogue, kPerRow
   constexpr bool kTileKRange = detail::HasTileKRange<Scheduler>::value;
   constexpr bool kMaskShared = detail::MasksSharedBlocks<Scheduler>::value;
   using Traits = GemmTraits<BLOCK_M, BLOCK_N, Epilogue, kPerRowScaleB, kMaskShared>;
-  // Split-K over a cluster (args.k_splits > 1): the dense 64-row tiles (split_k.cuh).
-  constexpr bool kMaySplitK = BLOCK_M == 64 && kTileKRange && !kPerRowScaleB && !Epilogue::kMasksRows;
+  // Split-K over a cluster (args.k_splits > 1): the dense 64x32 / 64x64 tiles (split_k.cuh).
+  constexpr bool kMaySplitK =
+      BLOCK_M == 64 && BLOCK_N <= kMaxSplitKBlockN && kTileKRange && !kPerRowScaleB && !Epilogue::kMasksRows;
   using Wgmma = ptx::WgmmaFp8<BLOCK_N>;
   constexpr int kNumAcc = Traits::kNumAcc;
   static_assert(Wgmma::kNumAcc == kNumAcc, "wgmma shape");

@@ -1,4 +1,4 @@
-// Split-K over a cluster, for the dense 64-row (decode) tiles: the S CTAs of a cluster (S = 2 or 4)
+// Split-K over a cluster, for the dense 64-row (decode) tiles: the S CTAs of a cluster (2 <= S <= kMaxKSplits)
 // compute one tile, rank r over the k-blocks DenseScheduler gives it, and add their FP32 partial
 // tiles through distributed shared memory. No workspace, no atomics, no second kernel.
 //
@@ -7,8 +7,8 @@
 // SMs and halve the k-loop (8.7 -> 4.3 us there). cuBLASLt's per-tensor FP8 kernel at that shape is
 // split-K too (ncu: nvjet 144x64, clusters of 2, 128 CTAs; RESULTS.md, session 29).
 //
-// Who stores what: rank r owns the rows of warps [r W, r W + W), W = 4 / S (16 rows per warp: the
-// wgmma accumulator layout, epilogue.cuh). Every other rank's warp w sends its fragment of those
+// Who stores what: warp w's 16 rows (the wgmma accumulator layout, epilogue.cuh) belong to rank
+// w S / 4 (S = 3: warps 0-1 to rank 0, 2 to 1, 3 to 2). Every other rank's warp w sends its fragment of those
 // rows (32 lanes x kNumAcc floats, one "slot") into the owner's receive buffer with st.async, whose
 // bytes complete on the owner's barrier (as a TMA load's do; the owner announces them). The owner
 // adds the S partials in rank order -- the same order on every run, so the output is bitwise
@@ -32,6 +32,7 @@
 #include <type_traits>
 
 #include "common/sm90_ptx.cuh"
+#include "gemm/fp8_gemm.h"
 #include "gemm/scheduler.cuh"
 
 namespace fp8gemm {
@@ -39,9 +40,14 @@ namespace split_k {
 
 // One warp's fragment of a 64 x block_n tile: 32 lanes x block_n / 2 floats.
 __host__ __device__ constexpr int slot_bytes(int block_n) { return 32 * (block_n / 2) * 4; }
-// Bytes a rank receives with `splits` ranks: (S - 1) senders x W owned warps' slots.
+// The 4 math warps' rows split over S ranks: warp w's go to rank w S / 4, so rank r owns the warps
+// [first_owned(r, S), first_owned(r + 1, S)): 2 + 2 (S = 2), 2 + 1 + 1 (S = 3), 1 each (S = 4); with
+// S > 4 some ranks own no rows and only send.
+__host__ __device__ constexpr int first_owned(int rank, int splits) { return (4 * rank + splits - 1) / splits; }
+__host__ __device__ constexpr int max_owned(int splits) { return (4 + splits - 1) / splits; }
+// Bytes of a rank's receive buffer: (S - 1) senders x the most warps a rank owns, one slot each.
 __host__ __device__ constexpr int received_bytes(int block_n, int splits) {
-  return (splits - 1) * (4 / splits) * slot_bytes(block_n);
+  return (splits - 1) * max_owned(splits) * slot_bytes(block_n);
 }
 // Shared memory of the receive buffer, then its barrier (16 bytes, keeping the total a multiple of
 // 16). 0 without split-K.
@@ -61,14 +67,14 @@ template <int kSplits, int kNumAcc>
 __device__ __forceinline__ bool reduce_splits(float (&out)[kNumAcc], uint8_t* buf, uint32_t rank, uint32_t warp,
                                               uint32_t lane) {
   constexpr int kSlotBytes = 32 * kNumAcc * 4;
-  constexpr uint32_t kWarpsPerRank = 4 / kSplits;
+  constexpr uint32_t kMaxOwned = max_owned(kSplits);
   uint64_t* const bar = barrier_of(buf, kNumAcc * 2, kSplits);
-  const uint32_t owner = warp / kWarpsPerRank;
-  const uint32_t buf_addr = ptx::smem_u32(buf) + (warp % kWarpsPerRank) * kSlotBytes + lane * 16;
+  const uint32_t owner = warp * kSplits / 4;
+  const uint32_t buf_addr = ptx::smem_u32(buf) + (warp - first_owned(owner, kSplits)) * kSlotBytes + lane * 16;
   // Slot of the partial from rank `from` in the owner's buffer (senders in rank order, owner skipped);
   // lane l's float4 j sits at (32 j + l) * 16 bytes in a slot: a warp's 16-byte accesses are contiguous.
   auto slot_addr = [&](uint32_t from) {
-    return buf_addr + (from - (from > owner ? 1u : 0u)) * kWarpsPerRank * kSlotBytes;
+    return buf_addr + (from - (from > owner ? 1u : 0u)) * kMaxOwned * kSlotBytes;
   };
   if (owner != rank) {
     const uint32_t remote = ptx::map_to_cta(slot_addr(rank), owner);
@@ -80,8 +86,10 @@ __device__ __forceinline__ bool reduce_splits(float (&out)[kNumAcc], uint8_t* bu
     return false;
   }
   // The owner's one arrival announces all the bytes its senders write (they may land before it).
-  if (warp % kWarpsPerRank == 0 && lane == 0)
-    ptx::mbar_arrive_expect_tx(bar, static_cast<uint32_t>((kSplits - 1) * kWarpsPerRank * kSlotBytes));
+  if (warp == first_owned(rank, kSplits) && lane == 0) {
+    const int owned = first_owned(rank + 1, kSplits) - first_owned(rank, kSplits);
+    ptx::mbar_arrive_expect_tx(bar, static_cast<uint32_t>((kSplits - 1) * owned * kSlotBytes));
+  }
 #ifndef FP8GEMM_EXPERIMENT_SPLITK_LATE_WAIT  // harness-only what-if: the sum reads before the bytes are in
   ptx::mbar_wait(bar, 0);  // as for a TMA load: complete_tx makes the bytes visible to the waiters
 #endif
@@ -105,10 +113,14 @@ __device__ __forceinline__ bool reduce_splits(float (&out)[kNumAcc], uint8_t* bu
   return true;
 }
 
-template <int kNumAcc>
+// The split count dispatched to its compiled sum: 2 .. kMaxKSplits (fp8_gemm.h).
+template <int kNumAcc, int kSplits = 2>
 __device__ __forceinline__ bool reduce(float (&out)[kNumAcc], uint8_t* buf, int splits, uint32_t rank,
                                        uint32_t warp, uint32_t lane) {
-  return splits == 2 ? reduce_splits<2>(out, buf, rank, warp, lane) : reduce_splits<4>(out, buf, rank, warp, lane);
+  if constexpr (kSplits < kMaxKSplits) {
+    if (splits != kSplits) return reduce<kNumAcc, kSplits + 1>(out, buf, splits, rank, warp, lane);
+  }
+  return reduce_splits<kSplits>(out, buf, rank, warp, lane);
 }
 
 // This warp's 16 rows of the tile from registers to D (row-major, ld elements per row), rows and

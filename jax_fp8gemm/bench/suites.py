@@ -152,13 +152,13 @@ def gemm_sweep_suite(progress: Progress, shapes=GEMM_SHAPES) -> Iterator[dict]:
         q = [(*fg.quantize_rowwise(_randn(keys[2 * i], (m, k), jnp.bfloat16)),
               *fg.quantize_blockwise(_randn(keys[2 * i + 1], (n, k), jnp.bfloat16)))
              for i in range(reps)]
-        picked = gemm_config.pick(m, n, k, jnp.bfloat16, _kernels.num_sms())
+        picked = gemm_config.pick(m, n, k, jnp.bfloat16, _kernels.num_sms(), _kernels.max_active_split_k_clusters)
         res: dict = {}
         for bm, bn in gemm_config.COMPILED_TILES:
             if m <= 64 and bm > 64:
                 continue
-            # Clusters: multicast pairs (none, sharing B, sharing A); 64-row tiles also split-K.
-            clusters = [(1, 0, 1), (2, 0, 1), (2, 1, 1)] + ([(1, 0, 2), (1, 0, 4)] if bm == 64 else [])
+            # Clusters: multicast pairs (none, sharing B, sharing A); 64x32 / 64x64 tiles also split-K.
+            clusters = [(1, 0, 1), (2, 0, 1), (2, 1, 1)] + ([(1, 0, ks) for ks in range(2, 5)] if bm == 64 and bn <= 64 else [])
             for mc, mc_a, ks in clusters:
                 cfg = gemm_config.GemmConfig(bm, bn, 0, _kernels.num_sms(), mc, mc_a, ks)
                 name = (f"{bm}x{bn}/" + (f"ks{ks}" if ks > 1 else f"mc{mc}{'A' if mc_a else ''}")
