@@ -188,6 +188,24 @@ def test_gemm_kernel(rng, m, n, k, out_dtype):
     np.testing.assert_array_equal(np.asarray(again).view(np.uint8), np.asarray(out).view(np.uint8))
 
 
+def test_split_k_cluster_capacity():
+    """CUDA's answer to "how many clusters of S split-K CTAs fit at once", which bounds the picker's
+    splits: at least one cluster, never more CTAs than SMs, fewer clusters as they grow, 0 past
+    the compiled splits and on a tile without split-K. The decode shapes' picks fit it."""
+    sms = _kernels.num_sms()
+    for block_n in (32, 64):
+        clusters = [_kernels.max_active_split_k_clusters(block_n, s) for s in range(1, 5)]
+        assert clusters[0] == sms, clusters
+        assert all(1 <= c and c * s <= sms for s, c in enumerate(clusters, 1)), clusters
+        assert clusters == sorted(clusters, reverse=True), clusters
+        assert _kernels.max_active_split_k_clusters(block_n, 5) == 0
+    assert _kernels.max_active_split_k_clusters(128, 2) == 0
+    for n in (576, 1024, 1536, 2112, 4096):
+        c = gemm_config.pick(1, n, 7168, jnp.bfloat16, sms, _kernels.max_active_split_k_clusters)
+        assert c.k_splits > 1, c  # all of these leave SMs idle unsplit
+        assert -(-n // c.block_n) <= _kernels.max_active_split_k_clusters(c.block_n, c.k_splits), c
+
+
 @pytest.mark.parametrize("m,n,k", [(1, 2112, 7168), (7, 1000, 1552), (64, 272, 208), (63, 2112, 4112)])
 @pytest.mark.parametrize("block_n,k_splits", [(32, 2), (32, 3), (64, 3), (64, 4)])
 @pytest.mark.parametrize("out_dtype", [jnp.bfloat16, jnp.float32])

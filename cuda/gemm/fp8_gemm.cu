@@ -425,7 +425,7 @@ int max_stages(int block_m, int block_n, OutDtype out) {
 
 int max_active_split_k_clusters(int block_n, int cluster_size) {
   const int idx = find_entry(64, block_n, OutDtype::kBF16);
-  if (idx < 0 || cluster_size < 1 || cluster_size > kMaxKSplits) return 0;
+  if (idx < 0 || block_n > kMaxSplitKBlockN || cluster_size < 1 || cluster_size > kMaxKSplits) return 0;
   const KernelEntry& e = registry()[idx];
   LaunchSetup s;
   int clusters = 0;

@@ -105,7 +105,7 @@ int max_stages(int block_m, int block_n, OutDtype out);
 // How many clusters of `cluster_size` CTAs of the dense 64 x block_n kernel (bf16 out, one CTA per
 // SM) the current device holds at once: a split-K grid larger than that runs in two rounds. Not
 // every GPC holds a whole number of clusters (an H200's 132 SMs: 66 of 2, 39 of 3, 30 of 4, 15 of
-// 8). 0 if the tile is not compiled or the query fails.
+// 8). 0 past kMaxKSplits, for a tile without split-K, or if the query fails.
 int max_active_split_k_clusters(int block_n, int cluster_size);
 
 // Launches on `stream`. No allocation, no host synchronisation, no stream queries (this is called
