@@ -51,11 +51,12 @@ def mn_major_scales(a_s: jax.Array) -> jax.Array:
 
 def gemm_kernel_call(a, a_s, b, b_s, config: gemm_config.GemmConfig, out_dtype=jnp.bfloat16):
     """The FFI call with an explicit configuration (the benchmark's config sweep uses this).
-    A's scales go MN-major, unpadded for the decode (64-row) tiles, whose launcher views them flat
+    A's scales go MN-major, unpadded for the decode (64-row) tiles and the CUDA-core GEMM (M <= 4),
+    whose launchers read them flat
     when M % 4 != 0: no pad kernel runs before a decode GEMM (M = 1: ~1.2 us of ~10;
     cuda/gemm/fp8_gemm.cu, launch_fp8_gemm)."""
     m = a.shape[0]
-    sfa = a_s.T if config.block_m == 64 else mn_major_scales(a_s)
+    sfa = a_s.T if config.block_m <= 64 else mn_major_scales(a_s)
     out = jax.ShapeDtypeStruct((m, b.shape[0]), out_dtype)
     return jax.ffi.ffi_call("fp8gemm_gemm", out)(a, sfa, b, b_s, **config.attributes(),
                                                   k_splits=config.k_splits)

@@ -174,12 +174,26 @@ def _decode_tile(m: int, n: int, k: int, num_sms: int, clusters: Optional[Cluste
     return unsplit if splits == 1 else (bn, splits)
 
 
+# The decode GEMM of M <= 4 rows on the CUDA cores (cuda/gemm/fp8_gemv.cu), selected by this
+# pseudo-tile (kGemvMaxM x kGemvRows in cuda/gemm/fp8_gemm.h): each CTA takes 8 rows of B and all of
+# K, every load issued at once, instead of walking k-blocks one at a time. `pick` runs it where it
+# measured faster (H200, RESULTS.md, session 30; `--suite gemm`, sustained): batch-1 GEMMs with
+# K >= 4096, 1x576 / 1x1024 / 1x2112 / 1x4096 x 7168 at 2.2 / 3.4 / 5.0 / 5.7 TFLOP/s against 1.4 /
+# 2.2 / 3.3 / 4.9 on the split 64-row tiles (1.2-1.7x of the best peer). Not below K = 4096 (its
+# 512-byte steps leave warps idle: 1x7168x2048 3.5 against 4.3), nor at M = 3-4 (one CTA per SM
+# and 4x the conversions: 3x2112x7168 8.5 against 10.6); M = 2 was not measured.
+GEMV = GemmConfig(block_m=4, block_n=8, num_stages=0, num_sms=0, multicast=1)
+_GEMV_MIN_K = 4096
+
+
 def pick(m: int, n: int, k: int, out_dtype, num_sms: int,
          split_k_clusters: Optional[ClusterCapacity] = None) -> GemmConfig:
     """The configuration for one static shape (K scales every tile's main loop alike; it only
-    changes the ranking where a tile's epilogue is exposed, see `_short_k_factor`). M <= 64 takes
-    a 64-row tile, split over K where that fills more SMs (`_decode_tile`; no split without
-    `split_k_clusters`, the device's cluster capacity)."""
+    changes the ranking where a tile's epilogue is exposed, see `_short_k_factor`). M = 1 runs on
+    the CUDA cores (`GEMV`) where K >= 4096; M <= 64 takes a 64-row tile, split over K where that fills more SMs
+    (`_decode_tile`; no split without `split_k_clusters`, the device's cluster capacity)."""
+    if m == 1 and k >= _GEMV_MIN_K:
+        return GEMV
     if m <= 64:
         block_n, k_splits = _decode_tile(m, n, k, num_sms, split_k_clusters)
         return GemmConfig(block_m=64, block_n=block_n, num_stages=0, num_sms=int(num_sms), multicast=1,

@@ -128,17 +128,19 @@ def _layout_copies(compiled_text):
     return re.findall(r"= (?:f32|bf16)\[[\d,]+\]\{[^}]*\} (?:transpose|copy|fusion)\(", compiled_text)
 
 
-@pytest.mark.parametrize("pipeline", ["gemm", "gemm batched", "gemm decode", "grouped", "fp8_dot",
-                                      "ragged_dot", "fp8_mlp"])
+@pytest.mark.parametrize("pipeline", ["gemm", "gemm batched", "gemm decode", "gemm batch-1", "grouped",
+                                      "fp8_dot", "ragged_dot", "fp8_mlp"])
 def test_no_layout_copies_between_quantizers_and_gemms(rng, pipeline):
     """The quantizers write the row-wise scales MN-major (the layout the GEMM kernels load) and
     hand them on transposed: inside one jit XLA cancels that transpose against the GEMM's (rows a
-    multiple of 4; the dense GEMM takes any row count unpadded: "gemm decode", 3 rows). The
+    multiple of 4; the dense GEMM takes any row count unpadded: "gemm decode", 3 rows, and "gemm
+    batch-1", one row with K = 4096: the CUDA-core GEMM). The
     forward-only paths quantize a [K, N] weight in one pass into its [N, K] blocks
     (quantize_blockwise_transposed), with no transposed copy of the weight first."""
-    x_shape = {"gemm batched": (2, 256, 512), "gemm decode": (3, 512)}.get(pipeline, (256, 512))
+    k = 4096 if pipeline == "gemm batch-1" else 512
+    x_shape = {"gemm batched": (2, 256, k), "gemm decode": (3, k), "gemm batch-1": (1, k)}.get(pipeline, (256, k))
     x = randn(rng, x_shape, jnp.bfloat16)
-    w = randn(rng, (384, 512), jnp.bfloat16)  # [N, K]
+    w = randn(rng, (384, k), jnp.bfloat16)  # [N, K]
     w_kn = jnp.asarray(np.asarray(w).T)  # a weight stored [K, N] (materialized, not a view)
     sizes = jnp.array([100, 156], jnp.int32)
     # Every operand is an argument of the jitted function (closed-over constants could be folded).
@@ -188,6 +190,24 @@ def test_gemm_kernel(rng, m, n, k, out_dtype):
     np.testing.assert_array_equal(np.asarray(again).view(np.uint8), np.asarray(out).view(np.uint8))
 
 
+@pytest.mark.parametrize("m,n,k", [(1, 2112, 7168), (2, 1000, 400), (3, 136, 16), (4, 8, 1552),
+                                   (3, 7168, 2048), (1, 24576, 512)])
+@pytest.mark.parametrize("out_dtype", [jnp.bfloat16, jnp.float32])
+def test_gemv_kernel(rng, m, n, k, out_dtype):
+    """The CUDA-core decode GEMM (M <= 4; `pick` runs it at M = 1): partial k-blocks (400, 16,
+    1552), N not a multiple of its 8 rows per CTA nor of 128 (1000, 136), one k-block of one
+    segment (K = 16). Against the float64 reference, every element written, the same bits twice."""
+    a, a_s = fg.quantize_rowwise(randn(rng, (m, k), jnp.bfloat16))
+    b, b_s = fg.quantize_blockwise(randn(rng, (n, k), jnp.bfloat16))
+    fn = jax.jit(lambda *ops: gemm_kernel_call(*ops, gemm_config.GEMV, out_dtype))
+    poison_allocator(m * n * 4)
+    out = np.asarray(fn(a, a_s, b, b_s).astype(jnp.float32))
+    assert not np.isnan(out).any(), "unwritten (poisoned) or NaN outputs"
+    assert calc_diff(out, dequant64(a, a_s, False) @ dequant64(b, b_s, True).T) <= 1e-5
+    again = np.asarray(fn(a, a_s, b, b_s).astype(jnp.float32))
+    np.testing.assert_array_equal(again.view(np.uint32), out.view(np.uint32))
+
+
 def test_split_k_cluster_capacity():
     """CUDA's answer to "how many clusters of S split-K CTAs fit at once", which bounds the picker's
     splits: at least one cluster, never more CTAs than SMs, fewer clusters as they grow, 0 past
@@ -201,7 +221,7 @@ def test_split_k_cluster_capacity():
         assert _kernels.max_active_split_k_clusters(block_n, 5) == 0
     assert _kernels.max_active_split_k_clusters(128, 2) == 0
     for n in (576, 1024, 1536, 2112, 4096):
-        c = gemm_config.pick(1, n, 7168, jnp.bfloat16, sms, _kernels.max_active_split_k_clusters)
+        c = gemm_config.pick(8, n, 7168, jnp.bfloat16, sms, _kernels.max_active_split_k_clusters)
         assert c.k_splits > 1, c  # all of these leave SMs idle unsplit
         assert -(-n // c.block_n) <= _kernels.max_active_split_k_clusters(c.block_n, c.k_splits), c
 

@@ -239,8 +239,16 @@ bool multicast_selected(const Options& o, int mc, int mc_a) {
   return o.multicast == (mc == 1 ? "1" : (mc_a ? "2A" : "2B"));
 }
 
+// The CUDA-core decode GEMM (M <= kGemvMaxM; other shapes skip it), unless --tile picks another.
+const GemmConfig kGemv{fp8gemm::kGemvMaxM, fp8gemm::kGemvRows, 0, 0, 1};
+bool gemv_selected(const Options& o) {
+  return !o.tile_m || (o.tile_m == kGemv.block_m && o.tile_n == kGemv.block_n);
+}
+
 std::vector<Variant> correctness_variants(const Options& o) {
   std::vector<Variant> v;
+  if (gemv_selected(o) && multicast_selected(o, 1, 0))
+    for (OutDtype out : {OutDtype::kBF16, OutDtype::kF32}) v.push_back({kGemv, out});
   for (const auto& t : fp8gemm::kCompiledTiles) {
     if (o.tile_m && (t.block_m != o.tile_m || t.block_n != o.tile_n)) continue;
     for (OutDtype out : {OutDtype::kBF16, OutDtype::kF32}) {
@@ -267,6 +275,7 @@ std::vector<Variant> correctness_variants(const Options& o) {
 
 std::vector<Variant> bench_variants(const Options& o) {
   std::vector<Variant> v;
+  if (gemv_selected(o) && multicast_selected(o, 1, 0)) v.push_back({kGemv, o.bench_out});
   for (const auto& t : fp8gemm::kCompiledTiles) {
     if (o.tile_m && (t.block_m != o.tile_m || t.block_n != o.tile_n)) continue;
     for (const auto& [mc, mc_a] : kMulticastModes)
@@ -312,6 +321,7 @@ void check_shape(const HostData& h, DeviceData& dd, const std::vector<Variant>& 
     const bool bf16 = v.out == OutDtype::kBF16;
     const size_t out_bytes = static_cast<size_t>(h.m) * h.n * (bf16 ? 2 : 4);
     if ((static_cast<long long>(h.n) * (bf16 ? 2 : 4)) % 16 != 0) continue;  // unsupported by contract
+    if (fp8gemm::is_gemv(v.cfg) && h.m > fp8gemm::kGemvMaxM) continue;
     ++g_checks;
     std::string why;
     const cudaError_t err = run_twice(
@@ -422,6 +432,10 @@ void check_rejections(const HostData& h, const DeviceData& dd) {
   expect_invalid(p, c, "k_splits on a 64x128 tile");
   c = GemmConfig{64, 64, 0, 0, 2, 0, 2};
   expect_invalid(p, c, "k_splits with multicast");
+  expect_invalid(p, kGemv, "the CUDA-core GEMM with M > kGemvMaxM");  // this problem has M >= 8
+  c = kGemv;
+  c.num_stages = 2;
+  expect_invalid(p, c, "the CUDA-core GEMM with stages");
   ++g_checks;
   if (fp8gemm::max_stages(96, 96, OutDtype::kBF16) != 0 || fp8gemm::max_stages(128, 128, OutDtype::kBF16) < 4) {
     ++g_failures;
@@ -460,9 +474,10 @@ int main(int argc, char** argv) {
     // Few, tiny shapes (every variant runs on each): edges in M, N (incl. straddling B-scale
     // blocks: N=272 = 2 x 128 + 16) and K (1552 = 12 x 128 + 16).
     shapes = {{1, 8, 512, false}, {7, 160, 1552, false}, {63, 272, 512, false}, {129, 272, 1552, false},
-              {5, 40, 208, false}};  // the last: 2 k-blocks, so split-K 4 has empty k-ranges
+              {5, 40, 208, false},   // 2 k-blocks, so split-K 4 has empty k-ranges
+              {3, 136, 400, false}};  // the CUDA-core GEMM: M = 3, K = 3 x 128 + 16, N past a scale block
   } else if (o.quick) {
-    for (int m : {1, 63, 129, 4095})
+    for (int m : {1, 3, 63, 129, 4095})
       for (int n : {8, 160, 2112, 7168})
         for (int k : {1552, 7168}) shapes.push_back({m, n, k, false});
   } else {

@@ -412,6 +412,8 @@ bool valid_cluster(const GemmConfig& cfg) {
 }  // namespace
 
 bool is_compiled(const GemmConfig& cfg, OutDtype out) {
+  if (is_gemv(cfg))
+    return cfg.num_stages == 0 && cfg.num_sms == 0 && cfg.multicast == 1 && cfg.multicast_a == 0 && cfg.k_splits == 1;
   if (!offered(cfg, out) || !valid_cluster(cfg)) return false;
   if (cfg.num_stages < 0 || cfg.num_sms < 0) return false;
   return find_entry(cfg.block_m, cfg.block_n, out) >= 0;
@@ -438,6 +440,7 @@ int max_active_split_k_clusters(int block_n, int cluster_size) {
 
 cudaError_t launch_fp8_gemm(const GemmProblem& p, const GemmConfig& cfg, cudaStream_t stream) {
   if (!is_compiled(cfg, p.out_dtype)) return cudaErrorInvalidValue;
+  if (is_gemv(cfg)) return launch_fp8_gemv(p, stream);
   if (p.m < 0 || p.n < 0 || p.k <= 0) return cudaErrorInvalidValue;
   if (p.m == 0 || p.n == 0) return cudaSuccess;
   const int out_bytes = p.out_dtype == OutDtype::kBF16 ? 2 : 4;

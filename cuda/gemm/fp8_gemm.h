@@ -43,6 +43,14 @@ struct GemmConfig {
 constexpr int kMaxKSplits = 4;
 constexpr int kMaxSplitKBlockN = 64;
 
+// The decode GEMM of M <= kGemvMaxM rows on the CUDA cores (fp8_gemv.cu): selected by the
+// configuration {kGemvMaxM, kGemvRows} (its "tile": up to 4 rows of A x 8 rows of B per CTA; the
+// other fields must be 0, 0, 1, 0, 1). No shared-memory pipeline, any N, K % 16 == 0.
+constexpr int kGemvMaxM = 4;
+constexpr int kGemvRows = 8;
+inline bool is_gemv(const GemmConfig& cfg) { return cfg.block_m == kGemvMaxM && cfg.block_n == kGemvRows; }
+cudaError_t launch_fp8_gemv(const GemmProblem& p, cudaStream_t stream);
+
 // ------------------------------------------------------------------------------------------------
 // Compiled configurations (mirror this list on the Python side).
 //
