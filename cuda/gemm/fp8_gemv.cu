@@ -16,6 +16,7 @@
 #include <cuda_fp16.h>
 #include <cuda_fp8.h>
 
+#include <climits>
 #include <cstdint>
 #include <type_traits>
 
@@ -155,7 +156,8 @@ cudaError_t launch_fp8_gemv(const GemmProblem& p, cudaStream_t stream) {
   if (p.sfa_ld < p.m || !p.a || !p.b || !p.sfa || !p.sfb || !p.d) return cudaErrorInvalidValue;
   const auto aligned16 = [](const void* ptr) { return reinterpret_cast<uintptr_t>(ptr) % 16 == 0; };
   if (!aligned16(p.a) || !aligned16(p.b)) return cudaErrorInvalidValue;
-  if (p.n > (1 << 30)) return cudaErrorInvalidValue;  // grid.x = cdiv(N, 8)
+  // grid.x = cdiv(N, 8); the kernel's offsets within its 8 rows of B are 32-bit ints (r * K).
+  if (p.n > (1 << 30) || static_cast<long long>(kRows) * p.k > INT_MAX) return cudaErrorInvalidValue;
   switch (p.m) {
     case 1: return launch_rows<1>(p, stream);
     case 2: return launch_rows<2>(p, stream);
