@@ -190,22 +190,28 @@ def test_gemm_kernel(rng, m, n, k, out_dtype):
     np.testing.assert_array_equal(np.asarray(again).view(np.uint8), np.asarray(out).view(np.uint8))
 
 
-@pytest.mark.parametrize("m,n,k", [(1, 2112, 7168), (2, 1000, 400), (3, 136, 16), (4, 8, 1552),
-                                   (3, 7168, 2048), (1, 24576, 512)])
-@pytest.mark.parametrize("out_dtype", [jnp.bfloat16, jnp.float32])
-def test_gemv_kernel(rng, m, n, k, out_dtype):
-    """The CUDA-core decode GEMM (M <= 4; `pick` runs it at M = 1): partial k-blocks (400, 16,
-    1552), N not a multiple of its 8 rows per CTA nor of 128 (1000, 136), one k-block of one
-    segment (K = 16). Against the float64 reference, every element written, the same bits twice."""
+def check_dense_config(rng, m, n, k, config, out_dtype):
+    """fg.gemm's kernel with an explicit configuration on fresh data: against the float64
+    reference, every element written (poisoned first), the same bits on a second run."""
     a, a_s = fg.quantize_rowwise(randn(rng, (m, k), jnp.bfloat16))
     b, b_s = fg.quantize_blockwise(randn(rng, (n, k), jnp.bfloat16))
-    fn = jax.jit(lambda *ops: gemm_kernel_call(*ops, gemm_config.GEMV, out_dtype))
+    fn = jax.jit(lambda *ops: gemm_kernel_call(*ops, config, out_dtype))
     poison_allocator(m * n * 4)
     out = np.asarray(fn(a, a_s, b, b_s).astype(jnp.float32))
     assert not np.isnan(out).any(), "unwritten (poisoned) or NaN outputs"
     assert calc_diff(out, dequant64(a, a_s, False) @ dequant64(b, b_s, True).T) <= 1e-5
     again = np.asarray(fn(a, a_s, b, b_s).astype(jnp.float32))
     np.testing.assert_array_equal(again.view(np.uint32), out.view(np.uint32))
+
+
+@pytest.mark.parametrize("m,n,k", [(1, 2112, 7168), (2, 1000, 400), (3, 136, 16), (4, 8, 1552),
+                                   (3, 7168, 2048), (1, 24576, 512)])
+@pytest.mark.parametrize("out_dtype", [jnp.bfloat16, jnp.float32])
+def test_gemv_kernel(rng, m, n, k, out_dtype):
+    """The CUDA-core decode GEMM (M <= 4; `pick` runs it at M = 1): partial k-blocks (400, 16,
+    1552), N not a multiple of its 8 rows per CTA nor of 128 (1000, 136), one k-block of one
+    segment (K = 16)."""
+    check_dense_config(rng, m, n, k, gemm_config.GEMV, out_dtype)
 
 
 def test_split_k_cluster_capacity():
@@ -232,18 +238,9 @@ def test_split_k_cluster_capacity():
 def test_gemm_split_k_kernel(rng, m, n, k, block_n, k_splits, out_dtype):
     """Split-K decode tiles (clusters adding their partials through distributed shared memory):
     M % 4 != 0 (A's scales viewed flat, each rank's box at its own k-block), K not a multiple of
-    128, fewer k-blocks than ranks (empty k-ranges: 208 = 2 k-blocks), partial N-blocks. Against
-    the float64 reference, every element written, the same bits on a second run."""
-    a, a_s = fg.quantize_rowwise(randn(rng, (m, k), jnp.bfloat16))
-    b, b_s = fg.quantize_blockwise(randn(rng, (n, k), jnp.bfloat16))
+    128, fewer k-blocks than ranks (empty k-ranges: 208 = 2 k-blocks), partial N-blocks."""
     config = gemm_config.GemmConfig(64, block_n, 0, _kernels.num_sms(), 1, k_splits=k_splits)
-    fn = jax.jit(lambda *ops: gemm_kernel_call(*ops, config, out_dtype))
-    poison_allocator(m * n * 4)
-    out = np.asarray(fn(a, a_s, b, b_s).astype(jnp.float32))
-    assert not np.isnan(out).any(), "unwritten (poisoned) or NaN outputs"
-    assert calc_diff(out, dequant64(a, a_s, False) @ dequant64(b, b_s, True).T) <= 1e-5
-    again = np.asarray(fn(a, a_s, b, b_s).astype(jnp.float32))
-    np.testing.assert_array_equal(again.view(np.uint32), out.view(np.uint32))
+    check_dense_config(rng, m, n, k, config, out_dtype)
 
 
 @pytest.mark.parametrize("kind", ["gemm", "wgrad", "wgrad 256x96"])
