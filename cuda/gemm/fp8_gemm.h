@@ -23,8 +23,8 @@ struct GemmProblem {
 };
 
 struct GemmConfig {
-  int block_m;     // 64 or 128
-  int block_n;     // one of kCompiledBlockN
+  int block_m;     // 64, 128 or 256 (kCompiledTiles), or kGemvMaxM: the CUDA-core decode GEMM
+  int block_n;     // one of kCompiledBlockN, or kGemvRows with block_m = kGemvMaxM
   int num_stages;  // pipeline depth; 0 = as many as fit in shared memory
   int num_sms;     // persistent grid size; 0 = all SMs of the current device
   int multicast;   // 1 or 2 (cluster size for TMA multicast)
