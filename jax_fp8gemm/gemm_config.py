@@ -142,8 +142,10 @@ def _decode_block_n(m: int, n: int, num_sms: int) -> int:
 # exchange back (the first version lost 30-50% at 1x7168x2048), so splits start at K = 4096 (32
 # k-blocks; between 2048 and 7168 unmeasured). Where no split fits, the tile is `_decode_block_n`'s.
 _SPLIT_K_MIN_K = 4096
-_SPLIT_K_TILE_N = (32, 64)
-_MAX_DECODE_SPLITS = 4
+# The tiles and split counts split-K is compiled for: kMaxSplitKBlockN and kMaxKSplits in
+# cuda/gemm/fp8_gemm.h.
+SPLIT_K_TILE_N = (32, 64)
+MAX_K_SPLITS = 4
 
 # clusters(block_n, cluster_size): how many clusters of that many 64 x block_n CTAs fit on the
 # device at once (_kernels.max_active_split_k_clusters asks the CUDA runtime).
@@ -157,9 +159,9 @@ def _decode_tile(m: int, n: int, k: int, num_sms: int, clusters: Optional[Cluste
         return unsplit
     num_k_blocks = cdiv(k, 128)
     best = None
-    for bn in _SPLIT_K_TILE_N:
+    for bn in SPLIT_K_TILE_N:
         tiles = cdiv(n, bn)
-        for splits in range(1, _MAX_DECODE_SPLITS + 1):
+        for splits in range(1, MAX_K_SPLITS + 1):
             if splits == 1:
                 ctas = min(tiles, num_sms)
                 k_blocks = cdiv(tiles, ctas) * num_k_blocks

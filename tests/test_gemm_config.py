@@ -44,6 +44,15 @@ def test_tile_lists_mirror_the_cpp_registries(python, cpp):
     assert set(python) == cpp_tiles(cpp)
 
 
+def test_split_k_and_gemv_constants_mirror_the_cpp_header():
+    """The split-K bounds and the CUDA-core GEMM's pseudo-tile as fp8_gemm.h defines them."""
+    text = HEADER.read_text()
+    value = lambda name: int(re.search(rf"constexpr int {name} = (\d+);", text).group(1))
+    assert gc.MAX_K_SPLITS == value("kMaxKSplits")
+    assert max(gc.SPLIT_K_TILE_N) == value("kMaxSplitKBlockN")
+    assert (gc.GEMV.block_m, gc.GEMV.block_n) == (value("kGemvMaxM"), value("kGemvRows"))
+
+
 @pytest.mark.parametrize("out_dtype", DTYPES)
 def test_pick_dense(out_dtype):
     for m, n, sms in itertools.product(SHAPES_M, SHAPES_N, SMS):

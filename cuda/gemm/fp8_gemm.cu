@@ -404,8 +404,8 @@ namespace {
 // split-K (k_splits 2 .. kMaxKSplits, 64x32 / 64x64 tiles, no multicast).
 bool valid_cluster(const GemmConfig& cfg) {
   if (cfg.k_splits != 1)
-    return cfg.k_splits >= 2 && cfg.k_splits <= kMaxKSplits && cfg.block_m == 64 && cfg.block_n <= kMaxSplitKBlockN && cfg.multicast == 1 &&
-           cfg.multicast_a == 0;
+    return cfg.k_splits >= 2 && cfg.k_splits <= kMaxKSplits && cfg.block_m == 64 &&
+           cfg.block_n <= kMaxSplitKBlockN && cfg.multicast == 1 && cfg.multicast_a == 0;
   return (cfg.multicast == 1 && cfg.multicast_a == 0) ||
          (cfg.multicast == 2 && (cfg.multicast_a == 0 || cfg.multicast_a == 1));
 }

@@ -162,7 +162,8 @@ def gemm_sweep_suite(progress: Progress, shapes=GEMM_SHAPES) -> Iterator[dict]:
             if m <= 64 and bm > 64:
                 continue
             # Clusters: multicast pairs (none, sharing B, sharing A); 64x32 / 64x64 tiles also split-K.
-            clusters = [(1, 0, 1), (2, 0, 1), (2, 1, 1)] + ([(1, 0, ks) for ks in range(2, 5)] if bm == 64 and bn <= 64 else [])
+            splits = range(2, gemm_config.MAX_K_SPLITS + 1) if bm == 64 and bn in gemm_config.SPLIT_K_TILE_N else ()
+            clusters = [(1, 0, 1), (2, 0, 1), (2, 1, 1)] + [(1, 0, ks) for ks in splits]
             for mc, mc_a, ks in clusters:
                 cfg = gemm_config.GemmConfig(bm, bn, 0, _kernels.num_sms(), mc, mc_a, ks)
                 name = (f"{bm}x{bn}/" + (f"ks{ks}" if ks > 1 else f"mc{mc}{'A' if mc_a else ''}")
