@@ -185,6 +185,9 @@ def _decode_tile(m: int, n: int, k: int, num_sms: int, clusters: Optional[Cluste
 # 512-byte steps leave warps idle: 1x7168x2048 3.5 against 4.3), nor at M = 3-4 (one CTA per SM
 # and 4x the conversions: 3x2112x7168 8.5 against 10.6); M = 2 was not measured.
 GEMV = GemmConfig(block_m=4, block_n=8, num_stages=0, num_sms=0, multicast=1)
+# The same for M <= 8 on the tensor cores (mma.sync; cuda/gemm/fp8_gemv_mma.cu): 16 rows of B per
+# CTA. Not picked yet (not measured).
+GEMV_MMA = GemmConfig(block_m=8, block_n=16, num_stages=0, num_sms=0, multicast=1)
 _GEMV_MIN_K = 4096
 
 

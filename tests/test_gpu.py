@@ -205,13 +205,17 @@ def check_dense_config(rng, m, n, k, config, out_dtype):
 
 
 @pytest.mark.parametrize("m,n,k", [(1, 2112, 7168), (2, 1000, 400), (3, 136, 16), (4, 8, 1552),
-                                   (3, 7168, 2048), (1, 24576, 512)])
+                                   (3, 7168, 2048), (1, 24576, 512), (8, 2112, 7168), (7, 1000, 400)])
+@pytest.mark.parametrize("kind", ["gemv", "gemv mma"])
 @pytest.mark.parametrize("out_dtype", [jnp.bfloat16, jnp.float32])
-def test_gemv_kernel(rng, m, n, k, out_dtype):
-    """The CUDA-core decode GEMM (M <= 4; `pick` runs it at M = 1): partial k-blocks (400, 16,
-    1552), N not a multiple of its 8 rows per CTA nor of 128 (1000, 136), one k-block of one
-    segment (K = 16)."""
-    check_dense_config(rng, m, n, k, gemm_config.GEMV, out_dtype)
+def test_gemv_kernel(rng, m, n, k, kind, out_dtype):
+    """The decode GEMMs without a pipeline: on the CUDA cores (M <= 4; `pick` runs it at M = 1) and
+    on mma.sync (M <= 8). Partial k-blocks (400, 16, 1552), N not a multiple of their 8 / 16 rows
+    per CTA nor of 128 (1000, 136), one k-block of one segment (K = 16)."""
+    config = {"gemv": gemm_config.GEMV, "gemv mma": gemm_config.GEMV_MMA}[kind]
+    if m > config.block_m:
+        pytest.skip(f"{kind} takes M <= {config.block_m}")
+    check_dense_config(rng, m, n, k, config, out_dtype)
 
 
 def test_split_k_cluster_capacity():

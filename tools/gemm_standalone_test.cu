@@ -241,14 +241,16 @@ bool multicast_selected(const Options& o, int mc, int mc_a) {
 
 // The CUDA-core decode GEMM (M <= kGemvMaxM; other shapes skip it), unless --tile picks another.
 const GemmConfig kGemv{fp8gemm::kGemvMaxM, fp8gemm::kGemvRows, 0, 0, 1};
-bool gemv_selected(const Options& o) {
-  return !o.tile_m || (o.tile_m == kGemv.block_m && o.tile_n == kGemv.block_n);
+const GemmConfig kGemvMma{fp8gemm::kGemvMmaMaxM, fp8gemm::kGemvMmaRows, 0, 0, 1};
+bool tile_selected(const Options& o, const GemmConfig& c) {
+  return !o.tile_m || (o.tile_m == c.block_m && o.tile_n == c.block_n);
 }
 
 std::vector<Variant> correctness_variants(const Options& o) {
   std::vector<Variant> v;
-  if (gemv_selected(o) && multicast_selected(o, 1, 0))
-    for (OutDtype out : {OutDtype::kBF16, OutDtype::kF32}) v.push_back({kGemv, out});
+  for (const GemmConfig& c : {kGemv, kGemvMma})
+    if (tile_selected(o, c) && multicast_selected(o, 1, 0))
+      for (OutDtype out : {OutDtype::kBF16, OutDtype::kF32}) v.push_back({c, out});
   for (const auto& t : fp8gemm::kCompiledTiles) {
     if (o.tile_m && (t.block_m != o.tile_m || t.block_n != o.tile_n)) continue;
     for (OutDtype out : {OutDtype::kBF16, OutDtype::kF32}) {
@@ -275,7 +277,8 @@ std::vector<Variant> correctness_variants(const Options& o) {
 
 std::vector<Variant> bench_variants(const Options& o) {
   std::vector<Variant> v;
-  if (gemv_selected(o) && multicast_selected(o, 1, 0)) v.push_back({kGemv, o.bench_out});
+  for (const GemmConfig& c : {kGemv, kGemvMma})
+    if (tile_selected(o, c) && multicast_selected(o, 1, 0)) v.push_back({c, o.bench_out});
   for (const auto& t : fp8gemm::kCompiledTiles) {
     if (o.tile_m && (t.block_m != o.tile_m || t.block_n != o.tile_n)) continue;
     for (const auto& [mc, mc_a] : kMulticastModes)
@@ -322,6 +325,7 @@ void check_shape(const HostData& h, DeviceData& dd, const std::vector<Variant>& 
     const size_t out_bytes = static_cast<size_t>(h.m) * h.n * (bf16 ? 2 : 4);
     if ((static_cast<long long>(h.n) * (bf16 ? 2 : 4)) % 16 != 0) continue;  // unsupported by contract
     if (fp8gemm::is_gemv(v.cfg) && h.m > fp8gemm::kGemvMaxM) continue;
+    if (fp8gemm::is_gemv_mma(v.cfg) && h.m > fp8gemm::kGemvMmaMaxM) continue;
     ++g_checks;
     std::string why;
     const cudaError_t err = run_twice(
@@ -477,7 +481,7 @@ int main(int argc, char** argv) {
               {5, 40, 208, false},   // 2 k-blocks, so split-K 4 has empty k-ranges
               {3, 136, 400, false}};  // the CUDA-core GEMM: M = 3, K = 3 x 128 + 16, N past a scale block
   } else if (o.quick) {
-    for (int m : {1, 3, 63, 129, 4095})
+    for (int m : {1, 3, 8, 63, 129, 4095})
       for (int n : {8, 160, 2112, 7168})
         for (int k : {1552, 7168}) shapes.push_back({m, n, k, false});
   } else {

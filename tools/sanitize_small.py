@@ -44,6 +44,8 @@ for m, n, k in [(1, 16, 128), (7, 48, 400), (130, 264, 400), (64, 160, 144)]:
         jax.block_until_ready(fg.gemm(a, a_s, b, b_s, out_dtype=out_dtype))
     if m <= 4:  # the CUDA-core GEMM (picked at M = 1 from K = 4096 on)
         jax.block_until_ready(gemm_kernel_call(a, a_s, b, b_s, gemm_config.GEMV))
+    if m <= 8:  # the same on mma.sync
+        jax.block_until_ready(gemm_kernel_call(a, a_s, b, b_s, gemm_config.GEMV_MMA))
     if m <= 64:  # split-K decode tiles (K this short picks none): clusters exchanging partials
         for block_n, k_splits in ((32, 2), (32, 3), (64, 4)):
             config = gemm_config.GemmConfig(64, block_n, 0, _kernels.num_sms(), 1, k_splits=k_splits)

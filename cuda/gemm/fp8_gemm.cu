@@ -412,7 +412,7 @@ bool valid_cluster(const GemmConfig& cfg) {
 }  // namespace
 
 bool is_compiled(const GemmConfig& cfg, OutDtype out) {
-  if (is_gemv(cfg))
+  if (is_gemv(cfg) || is_gemv_mma(cfg))
     return cfg.num_stages == 0 && cfg.num_sms == 0 && cfg.multicast == 1 && cfg.multicast_a == 0 && cfg.k_splits == 1;
   if (!offered(cfg, out) || !valid_cluster(cfg)) return false;
   if (cfg.num_stages < 0 || cfg.num_sms < 0) return false;
@@ -441,6 +441,7 @@ int max_active_split_k_clusters(int block_n, int cluster_size) {
 cudaError_t launch_fp8_gemm(const GemmProblem& p, const GemmConfig& cfg, cudaStream_t stream) {
   if (!is_compiled(cfg, p.out_dtype)) return cudaErrorInvalidValue;
   if (is_gemv(cfg)) return launch_fp8_gemv(p, stream);
+  if (is_gemv_mma(cfg)) return launch_fp8_gemv_mma(p, stream);
   if (p.m < 0 || p.n < 0 || p.k <= 0) return cudaErrorInvalidValue;
   if (p.m == 0 || p.n == 0) return cudaSuccess;
   const int out_bytes = p.out_dtype == OutDtype::kBF16 ? 2 : 4;

@@ -50,6 +50,14 @@ constexpr int kGemvMaxM = 4;
 constexpr int kGemvRows = 8;
 inline bool is_gemv(const GemmConfig& cfg) { return cfg.block_m == kGemvMaxM && cfg.block_n == kGemvRows; }
 cudaError_t launch_fp8_gemv(const GemmProblem& p, cudaStream_t stream);
+// The same for M <= 8 on the tensor cores (mma.sync, fp8_gemv_mma.cu): the pseudo-tile
+// {kGemvMmaMaxM, kGemvMmaRows} (16 rows of B per CTA).
+constexpr int kGemvMmaMaxM = 8;
+constexpr int kGemvMmaRows = 16;
+inline bool is_gemv_mma(const GemmConfig& cfg) {
+  return cfg.block_m == kGemvMmaMaxM && cfg.block_n == kGemvMmaRows;
+}
+cudaError_t launch_fp8_gemv_mma(const GemmProblem& p, cudaStream_t stream);
 
 // ------------------------------------------------------------------------------------------------
 // Compiled configurations (mirror this list on the Python side).

@@ -154,10 +154,11 @@ def gemm_sweep_suite(progress: Progress, shapes=GEMM_SHAPES) -> Iterator[dict]:
              for i in range(reps)]
         picked = gemm_config.pick(m, n, k, jnp.bfloat16, _kernels.num_sms(), _kernels.max_active_split_k_clusters)
         res: dict = {}
-        if m <= gemm_config.GEMV.block_m:
-            _measure(res, "gemv" + (" (picked)" if picked == gemm_config.GEMV else ""), progress,
-                     lambda: time_jax(lambda a, a_s, b, b_s: gemm_kernel_call(a, a_s, b, b_s, gemm_config.GEMV), q),
-                     2.0 * m * n * k / 1e12)
+        for name, cfg in (("gemv", gemm_config.GEMV), ("gemv mma", gemm_config.GEMV_MMA)):
+            if m <= cfg.block_m:
+                _measure(res, name + (" (picked)" if picked == cfg else ""), progress,
+                         lambda: time_jax(lambda a, a_s, b, b_s: gemm_kernel_call(a, a_s, b, b_s, cfg), q),
+                         2.0 * m * n * k / 1e12)
         for bm, bn in gemm_config.COMPILED_TILES:
             if m <= 64 and bm > 64:
                 continue
