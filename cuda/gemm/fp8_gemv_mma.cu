@@ -18,6 +18,7 @@
 // Deterministic: the warps add their k-blocks in order, then the warps' partials are added in order.
 #include <cuda_bf16.h>
 
+#include <algorithm>
 #include <climits>
 #include <cstdint>
 #include <type_traits>
@@ -27,9 +28,10 @@
 namespace fp8gemm {
 namespace {
 
-constexpr int kWarps = 8;             // per CTA: K (in k-blocks) split over the warps
+constexpr int kWarps = 8;             // at most, per CTA: K (in k-blocks) split over the warps
 constexpr int kRows = kGemvMmaRows;   // 16 rows of B per CTA: the mma's M; 128 % 16 == 0
 constexpr int kChunkBytes = 64;       // 4 lanes x 16 bytes: two mmas' worth of K
+constexpr int kKbInFlight = 4;        // k-blocks per warp loaded at once: 96 registers of B and A
 
 __device__ __forceinline__ void mma_e4m3(float (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3,
                                          uint32_t b0, uint32_t b1) {
@@ -46,6 +48,7 @@ __global__ void __launch_bounds__(kWarps * 32)
                         const uint8_t* __restrict__ b, const float* __restrict__ sfb, OutT* __restrict__ d,
                         int m, int n, int k) {
   const int warp = static_cast<int>(threadIdx.x) / 32, lane = static_cast<int>(threadIdx.x) % 32;
+  const int warps = static_cast<int>(blockDim.x) / 32;  // <= kWarps: see launch_fp8_gemv_mma
   const int g = lane / 4, t = lane % 4;
   const int row0 = static_cast<int>(blockIdx.x) * kRows;
   const int num_kb = (k + 127) / 128;
@@ -57,32 +60,43 @@ __global__ void __launch_bounds__(kWarps * 32)
   const int col0 = min(2 * t, m - 1), col1 = min(2 * t + 1, m - 1);  // this lane's tokens (D rows)
 
   float acc[4] = {0.f, 0.f, 0.f, 0.f};
-#pragma unroll 2
-  for (int kb = warp; kb < num_kb; kb += kWarps) {
-    uint4 lo[2], hi[2], tok[2];
+  // kKbInFlight of this warp's k-blocks (kb, kb + warps, ...) are loaded before any is used, so
+  // each SM keeps ~100 KB of B in flight: one CTA per SM at N = 2112 must cover DRAM latency alone.
+  for (int kb0 = warp; kb0 < num_kb; kb0 += warps * kKbInFlight) {
+    uint4 lo[kKbInFlight][2], hi[kKbInFlight][2], tok[kKbInFlight][2];
+    float s0[kKbInFlight], s1[kKbInFlight];
 #pragma unroll
-    for (int c = 0; c < 2; ++c) {
-      const int off = kb * 128 + c * kChunkBytes + 16 * t;
-      const bool in = off < k;  // K % 16 == 0: a 16-byte load is all in or all out
-      const uint4 zero = make_uint4(0, 0, 0, 0);
-      lo[c] = in ? __ldcs(reinterpret_cast<const uint4*>(b_lo + off)) : zero;
-      hi[c] = in ? __ldcs(reinterpret_cast<const uint4*>(b_hi + off)) : zero;
-      tok[c] = in ? __ldg(reinterpret_cast<const uint4*>(a_row + off)) : zero;
-    }
-    const float sb = __ldg(sfb_block + kb);
-    const float s0 = __ldg(sfa + static_cast<long long>(kb) * sfa_ld + col0) * sb;
-    const float s1 = __ldg(sfa + static_cast<long long>(kb) * sfa_ld + col1) * sb;
-    float part[4] = {0.f, 0.f, 0.f, 0.f};
+    for (int i = 0; i < kKbInFlight; ++i) {
+      const int kb = kb0 + i * warps;
 #pragma unroll
-    for (int c = 0; c < 2; ++c) {
-      mma_e4m3(part, lo[c].x, hi[c].x, lo[c].y, hi[c].y, tok[c].x, tok[c].y);
-      mma_e4m3(part, lo[c].z, hi[c].z, lo[c].w, hi[c].w, tok[c].z, tok[c].w);
+      for (int c = 0; c < 2; ++c) {
+        const int off = kb * 128 + c * kChunkBytes + 16 * t;
+        const bool in = off < k;  // K % 16 == 0: a 16-byte load is all in or all out
+        const uint4 zero = make_uint4(0, 0, 0, 0);
+        lo[i][c] = in ? __ldcs(reinterpret_cast<const uint4*>(b_lo + off)) : zero;
+        hi[i][c] = in ? __ldcs(reinterpret_cast<const uint4*>(b_hi + off)) : zero;
+        tok[i][c] = in ? __ldg(reinterpret_cast<const uint4*>(a_row + off)) : zero;
+      }
+      const int kb_in = min(kb, num_kb - 1);  // a k-block past K is all zeros: any scale will do
+      const float sb = __ldg(sfb_block + kb_in);
+      s0[i] = __ldg(sfa + static_cast<long long>(kb_in) * sfa_ld + col0) * sb;
+      s1[i] = __ldg(sfa + static_cast<long long>(kb_in) * sfa_ld + col1) * sb;
     }
-    // part: (row g, token 2t), (row g, token 2t + 1), (row g + 8, token 2t), (row g + 8, token 2t + 1)
-    acc[0] = fmaf(part[0], s0, acc[0]);
-    acc[1] = fmaf(part[1], s1, acc[1]);
-    acc[2] = fmaf(part[2], s0, acc[2]);
-    acc[3] = fmaf(part[3], s1, acc[3]);
+#pragma unroll
+    for (int i = 0; i < kKbInFlight; ++i) {
+      float part[4] = {0.f, 0.f, 0.f, 0.f};
+#pragma unroll
+      for (int c = 0; c < 2; ++c) {
+        mma_e4m3(part, lo[i][c].x, hi[i][c].x, lo[i][c].y, hi[i][c].y, tok[i][c].x, tok[i][c].y);
+        mma_e4m3(part, lo[i][c].z, hi[i][c].z, lo[i][c].w, hi[i][c].w, tok[i][c].z, tok[i][c].w);
+      }
+      if (kb0 + i * warps >= num_kb) break;  // warp-uniform; keeps a non-finite scale out
+      // part: (row g, token 2t), (row g, token 2t + 1), (row g + 8, token 2t), (row g + 8, token 2t + 1)
+      acc[0] = fmaf(part[0], s0[i], acc[0]);
+      acc[1] = fmaf(part[1], s1[i], acc[1]);
+      acc[2] = fmaf(part[2], s0[i], acc[2]);
+      acc[3] = fmaf(part[3], s1[i], acc[3]);
+    }
   }
 
   // The warps' partials, added in warp order by warp 0's lanes (every warp holds the same layout).
@@ -94,8 +108,7 @@ __global__ void __launch_bounds__(kWarps * 32)
 #pragma unroll
     for (int j = 0; j < 4; ++j) {
       float sum = 0.f;
-#pragma unroll
-      for (int w = 0; w < kWarps; ++w) sum += partial[w][lane][j];
+      for (int w = 0; w < warps; ++w) sum += partial[w][lane][j];
       const int row = row0 + g + (j >= 2 ? 8 : 0), token = 2 * t + (j & 1);
       if (row < n && token < m) {
         if constexpr (std::is_same<OutT, float>::value)
@@ -115,8 +128,13 @@ cudaError_t launch_fp8_gemv_mma(const GemmProblem& p, cudaStream_t stream) {
   if (p.sfa_ld < p.m || !p.a || !p.b || !p.sfa || !p.sfb || !p.d) return cudaErrorInvalidValue;
   const auto aligned16 = [](const void* ptr) { return reinterpret_cast<uintptr_t>(ptr) % 16 == 0; };
   if (!aligned16(p.a) || !aligned16(p.b)) return cudaErrorInvalidValue;
-  if (p.n > (1 << 30) || p.k > INT_MAX - 256) return cudaErrorInvalidValue;  // offsets in 32 bits
-  const dim3 grid((p.n + kRows - 1) / kRows), block(kWarps * 32);
+  // offsets in 32 bits, also those of the k-blocks past K that a warp's last step skips
+  if (p.n > (1 << 30) || p.k > INT_MAX - (kKbInFlight * kWarps + 1) * 128) return cudaErrorInvalidValue;
+  // Warps enough for each to load its k-blocks in one step (K = 1536: 3 warps of 4 k-blocks), up to
+  // kWarps: short K gets small CTAs, several per SM, rather than idle warps.
+  const int num_kb = (p.k + 127) / 128;
+  const int warps = std::min(kWarps, (num_kb + kKbInFlight - 1) / kKbInFlight);
+  const dim3 grid((p.n + kRows - 1) / kRows), block(warps * 32);
   const auto* a = static_cast<const uint8_t*>(p.a);
   const auto* b = static_cast<const uint8_t*>(p.b);
   if (p.out_dtype == OutDtype::kF32)

@@ -153,27 +153,22 @@ def gemm_sweep_suite(progress: Progress, shapes=GEMM_SHAPES) -> Iterator[dict]:
               *fg.quantize_blockwise(_randn(keys[2 * i + 1], (n, k), jnp.bfloat16)))
              for i in range(reps)]
         picked = gemm_config.pick(m, n, k, jnp.bfloat16, _kernels.num_sms(), _kernels.max_active_split_k_clusters)
-        res: dict = {}
-        for name, cfg in (("gemv", gemm_config.GEMV), ("gemv mma", gemm_config.GEMV_MMA)):
-            if m <= cfg.block_m:
-                _measure(res, name + (" (picked)" if picked == cfg else ""), progress,
-                         lambda: time_jax(lambda a, a_s, b, b_s: gemm_kernel_call(a, a_s, b, b_s, cfg), q),
-                         2.0 * m * n * k / 1e12)
+        candidates = [(name, cfg) for name, cfg in (("gemv", gemm_config.GEMV), ("gemv mma", gemm_config.GEMV_MMA))
+                      if m <= cfg.block_m]
         for bm, bn in gemm_config.COMPILED_TILES:
             if m <= 64 and bm > 64:
                 continue
             # Clusters: multicast pairs (none, sharing B, sharing A); 64x32 / 64x64 tiles also split-K.
             splits = range(2, gemm_config.MAX_K_SPLITS + 1) if bm == 64 and bn in gemm_config.SPLIT_K_TILE_N else ()
-            clusters = [(1, 0, 1), (2, 0, 1), (2, 1, 1)] + [(1, 0, ks) for ks in splits]
-            for mc, mc_a, ks in clusters:
-                cfg = gemm_config.GemmConfig(bm, bn, 0, _kernels.num_sms(), mc, mc_a, ks)
-                name = (f"{bm}x{bn}/" + (f"ks{ks}" if ks > 1 else f"mc{mc}{'A' if mc_a else ''}")
-                        + (" (picked)" if cfg == picked else ""))
-                _measure(res, name, progress, lambda: time_jax(
-                    lambda a, a_s, b, b_s: gemm_kernel_call(a, a_s, b, b_s, cfg), q),
-                    2.0 * m * n * k / 1e12)
-        ours = next(k for k in res if "(picked)" in k)
-        yield {"suite": "gemm-sweep", "case": f"{m}x{n}x{k}", "metric": "TFLOP/s",
+            for mc, mc_a, ks in [(1, 0, 1), (2, 0, 1), (2, 1, 1)] + [(1, 0, ks) for ks in splits]:
+                name = f"{bm}x{bn}/" + (f"ks{ks}" if ks > 1 else f"mc{mc}{'A' if mc_a else ''}")
+                candidates.append((name, gemm_config.GemmConfig(bm, bn, 0, _kernels.num_sms(), mc, mc_a, ks)))
+        res: dict = {}
+        for name, cfg in candidates:
+            _measure(res, name, progress, lambda: time_jax(
+                lambda a, a_s, b, b_s: gemm_kernel_call(a, a_s, b, b_s, cfg), q), 2.0 * m * n * k / 1e12)
+        ours = next(name for name, cfg in candidates if cfg == picked)
+        yield {"suite": "gemm-sweep", "case": f"{m}x{n}x{k} (picked: {ours})", "metric": "TFLOP/s",
                "ours": ours, "results": res}
 
 
