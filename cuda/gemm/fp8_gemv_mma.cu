@@ -23,6 +23,7 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "common/sm90_ptx.cuh"
 #include "gemm/fp8_gemm.h"
 
 namespace fp8gemm {
@@ -60,8 +61,9 @@ __global__ void __launch_bounds__(kWarps * 32)
   const int col0 = min(2 * t, m - 1), col1 = min(2 * t + 1, m - 1);  // this lane's tokens (D rows)
 
   float acc[4] = {0.f, 0.f, 0.f, 0.f};
-  // kKbInFlight of this warp's k-blocks (kb, kb + warps, ...) are loaded before any is used, so
-  // each SM keeps ~100 KB of B in flight: one CTA per SM at N = 2112 must cover DRAM latency alone.
+  // kKbInFlight of this warp's k-blocks (kb, kb + warps, ...) are loaded before any is used (loads
+  // kept in program order, sm90_ptx.cuh), so each SM keeps ~100 KB of B in flight: one CTA per SM
+  // at N = 2112 must cover DRAM latency alone.
   for (int kb0 = warp; kb0 < num_kb; kb0 += warps * kKbInFlight) {
     uint4 lo[kKbInFlight][2], hi[kKbInFlight][2], tok[kKbInFlight][2];
     float s0[kKbInFlight], s1[kKbInFlight];
@@ -72,15 +74,14 @@ __global__ void __launch_bounds__(kWarps * 32)
       for (int c = 0; c < 2; ++c) {
         const int off = kb * 128 + c * kChunkBytes + 16 * t;
         const bool in = off < k;  // K % 16 == 0: a 16-byte load is all in or all out
-        const uint4 zero = make_uint4(0, 0, 0, 0);
-        lo[i][c] = in ? __ldcs(reinterpret_cast<const uint4*>(b_lo + off)) : zero;
-        hi[i][c] = in ? __ldcs(reinterpret_cast<const uint4*>(b_hi + off)) : zero;
-        tok[i][c] = in ? __ldg(reinterpret_cast<const uint4*>(a_row + off)) : zero;
+        lo[i][c] = ptx::ld_streaming_v4(b_lo + off, in);
+        hi[i][c] = ptx::ld_streaming_v4(b_hi + off, in);
+        tok[i][c] = ptx::ld_readonly_v4(a_row + off, in);
       }
       const int kb_in = min(kb, num_kb - 1);  // a k-block past K is all zeros: any scale will do
-      const float sb = __ldg(sfb_block + kb_in);
-      s0[i] = __ldg(sfa + static_cast<long long>(kb_in) * sfa_ld + col0) * sb;
-      s1[i] = __ldg(sfa + static_cast<long long>(kb_in) * sfa_ld + col1) * sb;
+      const float sb = ptx::ld_readonly_f32(sfb_block + kb_in);
+      s0[i] = ptx::ld_readonly_f32(sfa + static_cast<long long>(kb_in) * sfa_ld + col0) * sb;
+      s1[i] = ptx::ld_readonly_f32(sfa + static_cast<long long>(kb_in) * sfa_ld + col1) * sb;
     }
 #pragma unroll
     for (int i = 0; i < kKbInFlight; ++i) {
