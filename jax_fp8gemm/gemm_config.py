@@ -176,29 +176,44 @@ def _decode_tile(m: int, n: int, k: int, num_sms: int, clusters: Optional[Cluste
     return unsplit if splits == 1 else (bn, splits)
 
 
-# The decode GEMM of M <= 4 rows on the CUDA cores (cuda/gemm/fp8_gemv.cu), selected by this
-# pseudo-tile (kGemvMaxM x kGemvRows in cuda/gemm/fp8_gemm.h): each CTA takes 8 rows of B and all of
-# K, every load issued at once, instead of walking k-blocks one at a time. `pick` runs it where it
-# measured faster (H200, RESULTS.md, session 30; `--suite gemm`, sustained): batch-1 GEMMs with
-# K >= 4096, 1x576 / 1x1024 / 1x2112 / 1x4096 x 7168 at 2.2 / 3.4 / 5.0 / 5.7 TFLOP/s against 1.4 /
-# 2.2 / 3.3 / 4.9 on the split 64-row tiles (1.2-1.7x of the best peer). Not below K = 4096 (its
-# 512-byte steps leave warps idle: 1x7168x2048 3.5 against 4.3), nor at M = 3-4 (one CTA per SM
-# and 4x the conversions: 3x2112x7168 8.5 against 10.6); M = 2 was not measured.
+# Two decode GEMMs without a pipeline, selected by pseudo-tiles (fp8_gemm.h): each CTA takes a few
+# rows of B and all of K, every load of a step issued at once, instead of walking k-blocks one at a
+# time through a TMA pipeline.
+# - GEMV (kGemvMaxM x kGemvRows, cuda/gemm/fp8_gemv.cu): M <= 4 on the CUDA cores, 8 rows of B per
+#   CTA. Faster than the mma.sync GEMM at M <= 2 (2x2112x7168: 8.4 against 7.1 TFLOP/s) and where
+#   16-row CTAs would leave SMs idle (4x576x7168: 5.1 against 4.9); it needs long K (its 512-byte
+#   steps leave warps idle: 1x7168x2048 3.5 against 4.5) and few tokens (4x the conversions).
+# - GEMV_MMA (kGemvMmaMaxM x kGemvMmaRows, cuda/gemm/fp8_gemv_mma.cu): M <= 8 on mma.sync, 16 rows
+#   of B per CTA, its warps from K. From K = 2048 on it beats the 64-row tiles, split or not:
+#   1.04-1.13x at K = 7168 (8x4096x7168 37.8 against 36.2; 3x2112x7168 10.7 against 9.5), 1.05-1.07x
+#   at 7168x2048; at 24576x1536 it measured 0.96-0.98x, so shorter K keeps the tiles.
+# (H200, RESULTS.md session 31, `--suite gemm-sweep`.)
 GEMV = GemmConfig(block_m=4, block_n=8, num_stages=0, num_sms=0, multicast=1)
-# The same for M <= 8 on the tensor cores (mma.sync; cuda/gemm/fp8_gemv_mma.cu): 16 rows of B per
-# CTA. Not picked yet (not measured).
 GEMV_MMA = GemmConfig(block_m=8, block_n=16, num_stages=0, num_sms=0, multicast=1)
 _GEMV_MIN_K = 4096
+_GEMV_MMA_MIN_K = 2048
+
+
+def _pipeline_free(m: int, n: int, k: int, num_sms: int) -> Optional[GemmConfig]:
+    """GEMV, GEMV_MMA or None (a tile) for a decode GEMM: see the comment above."""
+    if m > GEMV_MMA.block_m or k < _GEMV_MMA_MIN_K:
+        return None
+    few_rows = cdiv(n, GEMV_MMA.block_n) < num_sms  # 16-row CTAs would leave SMs idle
+    if k >= _GEMV_MIN_K and (m <= 2 or (m <= GEMV.block_m and few_rows)):
+        return GEMV
+    return GEMV_MMA
 
 
 def pick(m: int, n: int, k: int, out_dtype, num_sms: int,
          split_k_clusters: Optional[ClusterCapacity] = None) -> GemmConfig:
     """The configuration for one static shape (K scales every tile's main loop alike; it only
-    changes the ranking where a tile's epilogue is exposed, see `_short_k_factor`). M = 1 runs on
-    the CUDA cores (`GEMV`) where K >= 4096; M <= 64 takes a 64-row tile, split over K where that fills more SMs
-    (`_decode_tile`; no split without `split_k_clusters`, the device's cluster capacity)."""
-    if m == 1 and k >= _GEMV_MIN_K:
-        return GEMV
+    changes the ranking where a tile's epilogue is exposed, see `_short_k_factor`). M <= 8 with
+    K >= 2048 runs without a pipeline (`_pipeline_free`); M <= 64 takes a 64-row tile, split over K
+    where that fills more SMs (`_decode_tile`; no split without `split_k_clusters`, the device's
+    cluster capacity)."""
+    pipeline_free = _pipeline_free(m, n, k, num_sms)
+    if pipeline_free is not None:
+        return pipeline_free
     if m <= 64:
         block_n, k_splits = _decode_tile(m, n, k, num_sms, split_k_clusters)
         return GemmConfig(block_m=64, block_n=block_n, num_stages=0, num_sms=int(num_sms), multicast=1,

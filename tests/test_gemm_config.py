@@ -45,20 +45,21 @@ def test_tile_lists_mirror_the_cpp_registries(python, cpp):
 
 
 def test_split_k_and_gemv_constants_mirror_the_cpp_header():
-    """The split-K bounds and the CUDA-core GEMM's pseudo-tile as fp8_gemm.h defines them."""
+    """The split-K bounds and the pipeline-free GEMMs' pseudo-tiles as fp8_gemm.h defines them."""
     text = HEADER.read_text()
     value = lambda name: int(re.search(rf"constexpr int {name} = (\d+);", text).group(1))
     assert gc.MAX_K_SPLITS == value("kMaxKSplits")
     assert max(gc.SPLIT_K_TILE_N) == value("kMaxSplitKBlockN")
     assert (gc.GEMV.block_m, gc.GEMV.block_n) == (value("kGemvMaxM"), value("kGemvRows"))
+    assert (gc.GEMV_MMA.block_m, gc.GEMV_MMA.block_n) == (value("kGemvMmaMaxM"), value("kGemvMmaRows"))
 
 
 @pytest.mark.parametrize("out_dtype", DTYPES)
 def test_pick_dense(out_dtype):
     for m, n, sms in itertools.product(SHAPES_M, SHAPES_N, SMS):
         c = gc.pick(m, n, 7168, out_dtype, sms)
-        if m == 1:
-            assert c == gc.GEMV, (m, n, sms)  # the CUDA-core GEMM (K = 7168)
+        if m <= gc.GEMV_MMA.block_m:
+            assert c in (gc.GEMV, gc.GEMV_MMA), (m, n, sms)  # pipeline-free (K = 7168)
             continue
         assert (c.block_m, c.block_n) in gc.COMPILED_TILES
         assert (c.num_sms, c.num_stages) == (sms, 0)
@@ -72,24 +73,25 @@ def test_pick_dense(out_dtype):
 
 
 @pytest.mark.parametrize("m,n,block_n", [
-    (8, 2112, 32), (64, 2112, 32), (64, 3072, 32), (8, 3072, 64), (32, 3072, 64), (8, 4096, 64),
-    (64, 4096, 64), (32, 5120, 64), (8, 8192, 128), (64, 14336, 128)])
+    (9, 2112, 32), (64, 2112, 32), (64, 3072, 32), (9, 3072, 64), (32, 3072, 64), (16, 4096, 64),
+    (64, 4096, 64), (32, 5120, 64), (9, 8192, 128), (64, 14336, 128)])
 def test_pick_decode_unsplit_takes_the_measured_tile(m, n, block_n):
-    """5 <= M <= 64 on 132 SMs, no split-K: the 64-row tile that measured fastest (or within 1%) on
+    """9 <= M <= 64 on 132 SMs, no split-K: the 64-row tile that measured fastest (or within 1%) on
     an H100 at K = 7168 (RESULTS.md, session 21, at M = 1, whose 8 loaded rows the tile rule shares
-    with M = 8; the old wave model took 64x32 at 1x4096x7168, 14% slower)."""
+    with M = 8; the old wave model took 64x32 at 1x4096x7168, 14% slower). M <= 8 runs without a
+    pipeline at this K (test_pick_pipeline_free_for_decode)."""
     c = gc.pick(m, n, 7168, jnp.bfloat16, 132)
     assert (c.block_m, c.block_n, c.k_splits) == (64, block_n, 1)
     assert (64, c.block_n) in gc.COMPILED_TILES
 
 
 @pytest.mark.parametrize("m,n,k,block_n,k_splits", [
-    (8, 2112, 7168, 32, 2), (64, 2112, 7168, 32, 2),  # 66 tiles x 2 = 132 CTAs
-    (8, 576, 7168, 32, 4), (8, 1024, 7168, 32, 3),  # 18 x 4, 32 x 3 (32 clusters of 4 do not fit)
-    (8, 1536, 7168, 64, 4),  # 24 x 4 = 96 CTAs, as many as 48 x 2 of 64x32 and half their k-blocks
-    (7, 4096, 7168, 64, 2), (32, 3072, 7168, 64, 2), (64, 3072, 7168, 64, 2),  # 64 / 48 tiles x 2
+    (9, 2112, 7168, 32, 2), (64, 2112, 7168, 32, 2),  # 66 tiles x 2 = 132 CTAs
+    (9, 576, 7168, 32, 4), (16, 1024, 7168, 32, 3),  # 18 x 4, 32 x 3 (32 clusters of 4 do not fit)
+    (9, 1536, 7168, 64, 4),  # 24 x 4 = 96 CTAs, as many as 48 x 2 of 64x32 and half their k-blocks
+    (16, 4096, 7168, 64, 2), (32, 3072, 7168, 64, 2), (64, 3072, 7168, 64, 2),  # 64 / 48 tiles x 2
     (64, 2112, 2048, 32, 1),  # K too short to pay for the exchange
-    (8, 8192, 7168, 128, 1), (64, 14336, 7168, 128, 1), (32, 5120, 7168, 64, 1),  # no split fits
+    (9, 8192, 7168, 128, 1), (64, 14336, 7168, 128, 1), (32, 5120, 7168, 64, 1),  # no split fits
     (128, 2112, 7168, None, 1)])  # not a decode shape
 def test_decode_split_k(m, n, k, block_n, k_splits):
     """Split-K on the H200's cluster capacity (`h200_clusters`): the configurations that measured
@@ -107,7 +109,7 @@ def test_decode_split_k_fits_the_device(sms, clusters):
     """A split-K grid never exceeds the SMs nor the clusters that fit at once (a second round of
     clusters would double the time), on any decode shape, whatever the device's capacity."""
     capacity = {"h200": h200_clusters, "ideal": ideal_clusters(sms), "none fit": lambda bn, s: 0}[clusters]
-    for m, n, k in itertools.product((5, 7, 64), (16, 576, 1024, 2112, 4096, 7168, 24576), (2048, 4096, 7168)):
+    for m, n, k in itertools.product((9, 33, 64), (16, 576, 1024, 2112, 4096, 7168, 24576), (2048, 4096, 7168)):
         c = gc.pick(m, n, k, jnp.bfloat16, sms, capacity)
         tiles = -(-n // c.block_n)
         if clusters == "none fit" or k < 4096:
@@ -170,12 +172,23 @@ def test_short_k_steers_f32_off_the_three_stage_tile():
     assert gc.pick(8192, 8192, 8192, jnp.float32, 132).block_n == 192
 
 
-@pytest.mark.parametrize("m", [1, 2, 3, 4, 5])
-def test_pick_gemv_for_batch_one(m):
-    """The CUDA-core GEMM where it measured faster: M = 1 and K >= 4096 (any N, SMs, output
-    dtype); a 64-row tile for short K and for M >= 2."""
-    for n, k, sms, out_dtype in itertools.product((8, 2112, 24576), (16, 2048, 4096, 7168), SMS, DTYPES):
+@pytest.mark.parametrize("m", [1, 2, 3, 4, 5, 8, 9])
+def test_pick_pipeline_free_for_decode(m):
+    """Where the pipeline-free GEMMs measured faster (M <= 8, K >= 2048): the CUDA-core one for
+    M <= 2 and, up to M = 4, where 16-row CTAs would not fill the SMs, from K = 4096 on; the mma.sync
+    one otherwise. A 64-row tile for shorter K and for M > 8."""
+    for n, k, sms, out_dtype in itertools.product((8, 576, 2112, 24576), (16, 1536, 2048, 4096, 7168), SMS,
+                                                  DTYPES):
         c = gc.pick(m, n, k, out_dtype, sms, h200_clusters)
-        assert (c == gc.GEMV) == (m == 1 and k >= 4096), (m, n, k, sms, c)
-        assert c.block_m <= 64
-    assert (gc.GEMV.block_m, gc.GEMV.block_n) not in gc.COMPILED_TILES  # a pseudo-tile
+        if m > 8 or k < 2048:
+            expected = "tile"
+        elif k >= 4096 and (m <= 2 or (m <= 4 and -(-n // 16) < sms)):
+            expected = "gemv"
+        else:
+            expected = "gemv mma"
+        got = {gc.GEMV: "gemv", gc.GEMV_MMA: "gemv mma"}.get(c, "tile")
+        assert got == expected, (m, n, k, sms, c)
+        if got == "tile":
+            assert (c.block_m, c.block_n) in gc.COMPILED_TILES and c.block_m == 64
+    for pseudo in (gc.GEMV, gc.GEMV_MMA):
+        assert (pseudo.block_m, pseudo.block_n) not in gc.COMPILED_TILES

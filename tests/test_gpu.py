@@ -128,17 +128,18 @@ def _layout_copies(compiled_text):
     return re.findall(r"= (?:f32|bf16)\[[\d,]+\]\{[^}]*\} (?:transpose|copy|fusion)\(", compiled_text)
 
 
-@pytest.mark.parametrize("pipeline", ["gemm", "gemm batched", "gemm decode", "gemm batch-1", "grouped",
-                                      "fp8_dot", "ragged_dot", "fp8_mlp"])
+@pytest.mark.parametrize("pipeline", ["gemm", "gemm batched", "gemm decode", "gemm batch-1", "gemm decode mma",
+                                      "grouped", "fp8_dot", "ragged_dot", "fp8_mlp"])
 def test_no_layout_copies_between_quantizers_and_gemms(rng, pipeline):
     """The quantizers write the row-wise scales MN-major (the layout the GEMM kernels load) and
     hand them on transposed: inside one jit XLA cancels that transpose against the GEMM's (rows a
-    multiple of 4; the dense GEMM takes any row count unpadded: "gemm decode", 3 rows, and "gemm
-    batch-1", one row with K = 4096: the CUDA-core GEMM). The
-    forward-only paths quantize a [K, N] weight in one pass into its [N, K] blocks
+    multiple of 4; the dense GEMM takes any row count unpadded: "gemm decode", 3 rows, "gemm
+    batch-1", one row with K = 4096: the CUDA-core GEMM, and "gemm decode mma", 5 rows with
+    K = 4096: the mma.sync one). The forward-only paths quantize a [K, N] weight in one pass into its [N, K] blocks
     (quantize_blockwise_transposed), with no transposed copy of the weight first."""
-    k = 4096 if pipeline == "gemm batch-1" else 512
-    x_shape = {"gemm batched": (2, 256, k), "gemm decode": (3, k), "gemm batch-1": (1, k)}.get(pipeline, (256, k))
+    k = 4096 if pipeline in ("gemm batch-1", "gemm decode mma") else 512
+    x_shape = {"gemm batched": (2, 256, k), "gemm decode": (3, k), "gemm batch-1": (1, k),
+               "gemm decode mma": (5, k)}.get(pipeline, (256, k))
     x = randn(rng, x_shape, jnp.bfloat16)
     w = randn(rng, (384, k), jnp.bfloat16)  # [N, K]
     w_kn = jnp.asarray(np.asarray(w).T)  # a weight stored [K, N] (materialized, not a view)
@@ -205,13 +206,15 @@ def check_dense_config(rng, m, n, k, config, out_dtype):
 
 
 @pytest.mark.parametrize("m,n,k", [(1, 2112, 7168), (2, 1000, 400), (3, 136, 16), (4, 8, 1552),
-                                   (3, 7168, 2048), (1, 24576, 512), (8, 2112, 7168), (7, 1000, 400)])
+                                   (3, 7168, 2048), (1, 24576, 512), (8, 2112, 7168), (7, 1000, 400),
+                                   (5, 264, 1008), (6, 2112, 16384)])
 @pytest.mark.parametrize("kind", ["gemv", "gemv mma"])
 @pytest.mark.parametrize("out_dtype", [jnp.bfloat16, jnp.float32])
 def test_gemv_kernel(rng, m, n, k, kind, out_dtype):
-    """The decode GEMMs without a pipeline: on the CUDA cores (M <= 4; `pick` runs it at M = 1) and
-    on mma.sync (M <= 8). Partial k-blocks (400, 16, 1552), N not a multiple of their 8 / 16 rows
-    per CTA nor of 128 (1000, 136), one k-block of one segment (K = 16)."""
+    """The decode GEMMs without a pipeline (gemm_config._pipeline_free): on the CUDA cores (M <= 4)
+    and on mma.sync (M <= 8, 1 / 2 / 4 / 8 warps per CTA from K: 400 / 1008 / 1552 / 7168; 16384:
+    4 steps of 4 k-blocks per warp). Partial k-blocks (400, 16, 1552, 1008), N not a multiple of
+    their 8 / 16 rows per CTA nor of 128 (1000, 136, 264), one k-block of one segment (K = 16)."""
     config = {"gemv": gemm_config.GEMV, "gemv mma": gemm_config.GEMV_MMA}[kind]
     if m > config.block_m:
         pytest.skip(f"{kind} takes M <= {config.block_m}")
@@ -231,7 +234,7 @@ def test_split_k_cluster_capacity():
         assert _kernels.max_active_split_k_clusters(block_n, 5) == 0
     assert _kernels.max_active_split_k_clusters(128, 2) == 0
     for n in (576, 1024, 1536, 2112, 4096):
-        c = gemm_config.pick(8, n, 7168, jnp.bfloat16, sms, _kernels.max_active_split_k_clusters)
+        c = gemm_config.pick(16, n, 7168, jnp.bfloat16, sms, _kernels.max_active_split_k_clusters)
         assert c.k_splits > 1, c  # all of these leave SMs idle unsplit
         assert -(-n // c.block_n) <= _kernels.max_active_split_k_clusters(c.block_n, c.k_splits), c
 

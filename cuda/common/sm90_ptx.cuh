@@ -43,43 +43,6 @@ __device__ __forceinline__ uint32_t smem_u32(const void* p) {
 }
 
 // ------------------------------------------------------------------------------------------------
-// Global loads kept in program order (asm volatile: ptxas may not move them past other volatile
-// asm, e.g. an mma). A kernel that loads a batch and then computes on it keeps the whole batch in
-// flight; plain loads may be scheduled after the first mma, which then waits for its operands
-// before the rest of the batch is even issued. `pred` false gives zeros and reads nothing.
-// ------------------------------------------------------------------------------------------------
-
-// 16 bytes read once (evict-first, as __ldcs).
-__device__ __forceinline__ uint4 ld_streaming_v4(const void* ptr, bool pred) {
-  uint4 v;
-  asm volatile(
-      "{\n .reg .pred p;\n setp.ne.b32 p, %5, 0;\n"
-      " mov.b32 %0, 0;\n mov.b32 %1, 0;\n mov.b32 %2, 0;\n mov.b32 %3, 0;\n"
-      " @p ld.global.cs.v4.u32 {%0, %1, %2, %3}, [%4];\n}\n"
-      : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-      : "l"(ptr), "r"(static_cast<int>(pred)));
-  return v;
-}
-
-// 16 bytes of read-only data that other CTAs read too (the non-coherent path, as __ldg).
-__device__ __forceinline__ uint4 ld_readonly_v4(const void* ptr, bool pred) {
-  uint4 v;
-  asm volatile(
-      "{\n .reg .pred p;\n setp.ne.b32 p, %5, 0;\n"
-      " mov.b32 %0, 0;\n mov.b32 %1, 0;\n mov.b32 %2, 0;\n mov.b32 %3, 0;\n"
-      " @p ld.global.nc.v4.u32 {%0, %1, %2, %3}, [%4];\n}\n"
-      : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-      : "l"(ptr), "r"(static_cast<int>(pred)));
-  return v;
-}
-
-__device__ __forceinline__ float ld_readonly_f32(const float* ptr) {
-  float v;
-  asm volatile("ld.global.nc.f32 %0, [%1];\n" : "=f"(v) : "l"(ptr));
-  return v;
-}
-
-// ------------------------------------------------------------------------------------------------
 // Register reconfiguration (warpgroup-wide). Must be executed by all 4 warps of a warpgroup with the
 // same immediate; the count must be a multiple of 8 in [24, 256].
 // ------------------------------------------------------------------------------------------------

@@ -18,12 +18,10 @@
 // Deterministic: the warps add their k-blocks in order, then the warps' partials are added in order.
 #include <cuda_bf16.h>
 
-#include <algorithm>
 #include <climits>
 #include <cstdint>
 #include <type_traits>
 
-#include "common/sm90_ptx.cuh"
 #include "gemm/fp8_gemm.h"
 
 namespace fp8gemm {
@@ -43,13 +41,12 @@ __device__ __forceinline__ void mma_e4m3(float (&d)[4], uint32_t a0, uint32_t a1
       : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
 }
 
-template <class OutT>
-__global__ void __launch_bounds__(kWarps * 32)
+template <int kCtaWarps, class OutT>
+__global__ void __launch_bounds__(kCtaWarps * 32)
     fp8_gemv_mma_kernel(const uint8_t* __restrict__ a, const float* __restrict__ sfa, int sfa_ld,
                         const uint8_t* __restrict__ b, const float* __restrict__ sfb, OutT* __restrict__ d,
                         int m, int n, int k) {
   const int warp = static_cast<int>(threadIdx.x) / 32, lane = static_cast<int>(threadIdx.x) % 32;
-  const int warps = static_cast<int>(blockDim.x) / 32;  // <= kWarps: see launch_fp8_gemv_mma
   const int g = lane / 4, t = lane % 4;
   const int row0 = static_cast<int>(blockIdx.x) * kRows;
   const int num_kb = (k + 127) / 128;
@@ -61,27 +58,28 @@ __global__ void __launch_bounds__(kWarps * 32)
   const int col0 = min(2 * t, m - 1), col1 = min(2 * t + 1, m - 1);  // this lane's tokens (D rows)
 
   float acc[4] = {0.f, 0.f, 0.f, 0.f};
-  // kKbInFlight of this warp's k-blocks (kb, kb + warps, ...) are loaded before any is used (loads
-  // kept in program order, sm90_ptx.cuh), so each SM keeps ~100 KB of B in flight: one CTA per SM
-  // at N = 2112 must cover DRAM latency alone.
-  for (int kb0 = warp; kb0 < num_kb; kb0 += warps * kKbInFlight) {
+  // kKbInFlight of this warp's k-blocks (kb, kb + kCtaWarps, ...) are loaded before any is used, so
+  // each SM keeps ~100 KB of B in flight: one CTA per SM at N = 2112 must cover DRAM latency alone.
+  // (kCtaWarps a constant: the k-blocks' addresses are one register plus immediate offsets.)
+  for (int kb0 = warp; kb0 < num_kb; kb0 += kCtaWarps * kKbInFlight) {
     uint4 lo[kKbInFlight][2], hi[kKbInFlight][2], tok[kKbInFlight][2];
     float s0[kKbInFlight], s1[kKbInFlight];
 #pragma unroll
     for (int i = 0; i < kKbInFlight; ++i) {
-      const int kb = kb0 + i * warps;
+      const int kb = kb0 + i * kCtaWarps;
 #pragma unroll
       for (int c = 0; c < 2; ++c) {
         const int off = kb * 128 + c * kChunkBytes + 16 * t;
         const bool in = off < k;  // K % 16 == 0: a 16-byte load is all in or all out
-        lo[i][c] = ptx::ld_streaming_v4(b_lo + off, in);
-        hi[i][c] = ptx::ld_streaming_v4(b_hi + off, in);
-        tok[i][c] = ptx::ld_readonly_v4(a_row + off, in);
+        const uint4 zero = make_uint4(0, 0, 0, 0);
+        lo[i][c] = in ? __ldcs(reinterpret_cast<const uint4*>(b_lo + off)) : zero;
+        hi[i][c] = in ? __ldcs(reinterpret_cast<const uint4*>(b_hi + off)) : zero;
+        tok[i][c] = in ? __ldg(reinterpret_cast<const uint4*>(a_row + off)) : zero;
       }
       const int kb_in = min(kb, num_kb - 1);  // a k-block past K is all zeros: any scale will do
-      const float sb = ptx::ld_readonly_f32(sfb_block + kb_in);
-      s0[i] = ptx::ld_readonly_f32(sfa + static_cast<long long>(kb_in) * sfa_ld + col0) * sb;
-      s1[i] = ptx::ld_readonly_f32(sfa + static_cast<long long>(kb_in) * sfa_ld + col1) * sb;
+      const float sb = __ldg(sfb_block + kb_in);
+      s0[i] = __ldg(sfa + static_cast<long long>(kb_in) * sfa_ld + col0) * sb;
+      s1[i] = __ldg(sfa + static_cast<long long>(kb_in) * sfa_ld + col1) * sb;
     }
 #pragma unroll
     for (int i = 0; i < kKbInFlight; ++i) {
@@ -91,7 +89,7 @@ __global__ void __launch_bounds__(kWarps * 32)
         mma_e4m3(part, lo[i][c].x, hi[i][c].x, lo[i][c].y, hi[i][c].y, tok[i][c].x, tok[i][c].y);
         mma_e4m3(part, lo[i][c].z, hi[i][c].z, lo[i][c].w, hi[i][c].w, tok[i][c].z, tok[i][c].w);
       }
-      if (kb0 + i * warps >= num_kb) break;  // warp-uniform; keeps a non-finite scale out
+      if (kb0 + i * kCtaWarps >= num_kb) break;  // warp-uniform; keeps a non-finite scale out
       // part: (row g, token 2t), (row g, token 2t + 1), (row g + 8, token 2t), (row g + 8, token 2t + 1)
       acc[0] = fmaf(part[0], s0[i], acc[0]);
       acc[1] = fmaf(part[1], s1[i], acc[1]);
@@ -101,7 +99,7 @@ __global__ void __launch_bounds__(kWarps * 32)
   }
 
   // The warps' partials, added in warp order by warp 0's lanes (every warp holds the same layout).
-  __shared__ float partial[kWarps][32][4];
+  __shared__ float partial[kCtaWarps][32][4];
 #pragma unroll
   for (int j = 0; j < 4; ++j) partial[warp][lane][j] = acc[j];
   __syncthreads();
@@ -109,7 +107,8 @@ __global__ void __launch_bounds__(kWarps * 32)
 #pragma unroll
     for (int j = 0; j < 4; ++j) {
       float sum = 0.f;
-      for (int w = 0; w < warps; ++w) sum += partial[w][lane][j];
+#pragma unroll
+      for (int w = 0; w < kCtaWarps; ++w) sum += partial[w][lane][j];
       const int row = row0 + g + (j >= 2 ? 8 : 0), token = 2 * t + (j & 1);
       if (row < n && token < m) {
         if constexpr (std::is_same<OutT, float>::value)
@@ -119,6 +118,20 @@ __global__ void __launch_bounds__(kWarps * 32)
       }
     }
   }
+}
+
+template <int kCtaWarps>
+cudaError_t launch_with_warps(const GemmProblem& p, cudaStream_t stream) {
+  const dim3 grid((p.n + kRows - 1) / kRows), block(kCtaWarps * 32);
+  const auto* a = static_cast<const uint8_t*>(p.a);
+  const auto* b = static_cast<const uint8_t*>(p.b);
+  if (p.out_dtype == OutDtype::kF32)
+    fp8_gemv_mma_kernel<kCtaWarps, float><<<grid, block, 0, stream>>>(a, p.sfa, p.sfa_ld, b, p.sfb,
+                                                                      static_cast<float*>(p.d), p.m, p.n, p.k);
+  else
+    fp8_gemv_mma_kernel<kCtaWarps, __nv_bfloat16><<<grid, block, 0, stream>>>(
+        a, p.sfa, p.sfa_ld, b, p.sfb, static_cast<__nv_bfloat16*>(p.d), p.m, p.n, p.k);
+  return cudaGetLastError();
 }
 
 }  // namespace
@@ -131,20 +144,17 @@ cudaError_t launch_fp8_gemv_mma(const GemmProblem& p, cudaStream_t stream) {
   if (!aligned16(p.a) || !aligned16(p.b)) return cudaErrorInvalidValue;
   // offsets in 32 bits, also those of the k-blocks past K that a warp's last step skips
   if (p.n > (1 << 30) || p.k > INT_MAX - (kKbInFlight * kWarps + 1) * 128) return cudaErrorInvalidValue;
-  // Warps enough for each to load its k-blocks in one step (K = 1536: 3 warps of 4 k-blocks), up to
+  // Warps enough for each to load its k-blocks in one step (K = 2048: 4 warps of 4 k-blocks), up to
   // kWarps: short K gets small CTAs, several per SM, rather than idle warps.
   const int num_kb = (p.k + 127) / 128;
-  const int warps = std::min(kWarps, (num_kb + kKbInFlight - 1) / kKbInFlight);
-  const dim3 grid((p.n + kRows - 1) / kRows), block(warps * 32);
-  const auto* a = static_cast<const uint8_t*>(p.a);
-  const auto* b = static_cast<const uint8_t*>(p.b);
-  if (p.out_dtype == OutDtype::kF32)
-    fp8_gemv_mma_kernel<float><<<grid, block, 0, stream>>>(a, p.sfa, p.sfa_ld, b, p.sfb, static_cast<float*>(p.d),
-                                                           p.m, p.n, p.k);
-  else
-    fp8_gemv_mma_kernel<__nv_bfloat16><<<grid, block, 0, stream>>>(a, p.sfa, p.sfa_ld, b, p.sfb,
-                                                                   static_cast<__nv_bfloat16*>(p.d), p.m, p.n, p.k);
-  return cudaGetLastError();
+  const int steps_of_one_warp = (num_kb + kKbInFlight - 1) / kKbInFlight;
+  const int warps = steps_of_one_warp > 4 ? 8 : steps_of_one_warp > 2 ? 4 : steps_of_one_warp;
+  switch (warps) {
+    case 1: return launch_with_warps<1>(p, stream);
+    case 2: return launch_with_warps<2>(p, stream);
+    case 4: return launch_with_warps<4>(p, stream);
+    default: return launch_with_warps<kWarps>(p, stream);
+  }
 }
 
 }  // namespace fp8gemm
