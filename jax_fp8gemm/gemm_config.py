@@ -178,37 +178,36 @@ def _decode_tile(m: int, n: int, k: int, num_sms: int, clusters: Optional[Cluste
 
 # Two decode GEMMs without a pipeline, selected by pseudo-tiles (fp8_gemm.h): each CTA takes a few
 # rows of B and all of K, every load of a step issued at once, instead of walking k-blocks one at a
-# time through a TMA pipeline.
-# - GEMV (kGemvMaxM x kGemvRows, cuda/gemm/fp8_gemv.cu): M <= 4 on the CUDA cores, 8 rows of B per
-#   CTA. Faster than the mma.sync GEMM at M <= 2 (2x2112x7168: 8.4 against 7.1 TFLOP/s) and where
-#   16-row CTAs would leave SMs idle (4x576x7168: 5.1 against 4.9); it needs long K (its 512-byte
-#   steps leave warps idle: 1x7168x2048 3.5 against 4.5) and few tokens (4x the conversions).
+# time through a TMA pipeline. Both need long K (K >= 4096) to beat the 64-row tiles.
 # - GEMV_MMA (kGemvMmaMaxM x kGemvMmaRows, cuda/gemm/fp8_gemv_mma.cu): M <= 8 on mma.sync, 16 rows
-#   of B per CTA, its warps from K. From K = 2048 on it beats the 64-row tiles, split or not:
-#   1.04-1.13x at K = 7168 (8x4096x7168 37.8 against 36.2; 3x2112x7168 10.7 against 9.5), 1.05-1.07x
-#   at 7168x2048; at 24576x1536 it measured 0.96-0.98x, so shorter K keeps the tiles.
+#   of B per CTA. 1.12x the best tile at 3x2112x7168 (10.6 against 9.5 TFLOP/s) and 8x4096x7168
+#   (40.4 against 36.2), where N / 16 CTAs fill the SMs; not where they would not (8x576x7168: 8.8
+#   against 9.4 on 64x32 split 4 ways), nor at short K (8x7168x2048 28.2 against 28.8; 8x24576x1536
+#   39.9 against 42.6).
+# - GEMV (kGemvMaxM x kGemvRows, cuda/gemm/fp8_gemv.cu): M <= 4 on the CUDA cores, 8 rows of B per
+#   CTA: faster than GEMV_MMA at M <= 2 (2x2112x7168: 8.2 against 7.1) and where 16-row CTAs would
+#   not fill the SMs (4x576x7168: 5.1 against 4.4 and 4.7 on the best tile).
 # (H200, RESULTS.md session 31, `--suite gemm-sweep`.)
 GEMV = GemmConfig(block_m=4, block_n=8, num_stages=0, num_sms=0, multicast=1)
 GEMV_MMA = GemmConfig(block_m=8, block_n=16, num_stages=0, num_sms=0, multicast=1)
-_GEMV_MIN_K = 4096
-_GEMV_MMA_MIN_K = 2048
+_PIPELINE_FREE_MIN_K = 4096
 
 
 def _pipeline_free(m: int, n: int, k: int, num_sms: int) -> Optional[GemmConfig]:
     """GEMV, GEMV_MMA or None (a tile) for a decode GEMM: see the comment above."""
-    if m > GEMV_MMA.block_m or k < _GEMV_MMA_MIN_K:
+    if m > GEMV_MMA.block_m or k < _PIPELINE_FREE_MIN_K:
         return None
-    few_rows = cdiv(n, GEMV_MMA.block_n) < num_sms  # 16-row CTAs would leave SMs idle
-    if k >= _GEMV_MIN_K and (m <= 2 or (m <= GEMV.block_m and few_rows)):
-        return GEMV
-    return GEMV_MMA
+    fills_the_sms = cdiv(n, GEMV_MMA.block_n) >= num_sms
+    if m > 2 and fills_the_sms:
+        return GEMV_MMA
+    return GEMV if m <= GEMV.block_m else None
 
 
 def pick(m: int, n: int, k: int, out_dtype, num_sms: int,
          split_k_clusters: Optional[ClusterCapacity] = None) -> GemmConfig:
     """The configuration for one static shape (K scales every tile's main loop alike; it only
     changes the ranking where a tile's epilogue is exposed, see `_short_k_factor`). M <= 8 with
-    K >= 2048 runs without a pipeline (`_pipeline_free`); M <= 64 takes a 64-row tile, split over K
+    K >= 4096 runs without a pipeline (`_pipeline_free`); M <= 64 takes a 64-row tile, split over K
     where that fills more SMs (`_decode_tile`; no split without `split_k_clusters`, the device's
     cluster capacity)."""
     pipeline_free = _pipeline_free(m, n, k, num_sms)

@@ -174,18 +174,19 @@ def test_short_k_steers_f32_off_the_three_stage_tile():
 
 @pytest.mark.parametrize("m", [1, 2, 3, 4, 5, 8, 9])
 def test_pick_pipeline_free_for_decode(m):
-    """Where the pipeline-free GEMMs measured faster (M <= 8, K >= 2048): the CUDA-core one for
-    M <= 2 and, up to M = 4, where 16-row CTAs would not fill the SMs, from K = 4096 on; the mma.sync
-    one otherwise. A 64-row tile for shorter K and for M > 8."""
+    """Where the pipeline-free GEMMs measured faster (M <= 8, K >= 4096): the mma.sync one from
+    M = 3 where its 16-row CTAs fill the SMs, else the CUDA-core one up to M = 4; a 64-row tile for
+    shorter K, for M > 8 and for M > 4 on narrow B."""
     for n, k, sms, out_dtype in itertools.product((8, 576, 2112, 24576), (16, 1536, 2048, 4096, 7168), SMS,
                                                   DTYPES):
         c = gc.pick(m, n, k, out_dtype, sms, h200_clusters)
-        if m > 8 or k < 2048:
+        fills_the_sms = -(-n // 16) >= sms
+        if m > 8 or k < 4096:
             expected = "tile"
-        elif k >= 4096 and (m <= 2 or (m <= 4 and -(-n // 16) < sms)):
-            expected = "gemv"
-        else:
+        elif m > 2 and fills_the_sms:
             expected = "gemv mma"
+        else:
+            expected = "gemv" if m <= 4 else "tile"
         got = {gc.GEMV: "gemv", gc.GEMV_MMA: "gemv mma"}.get(c, "tile")
         assert got == expected, (m, n, k, sms, c)
         if got == "tile":

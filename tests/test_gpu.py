@@ -134,14 +134,16 @@ def test_no_layout_copies_between_quantizers_and_gemms(rng, pipeline):
     """The quantizers write the row-wise scales MN-major (the layout the GEMM kernels load) and
     hand them on transposed: inside one jit XLA cancels that transpose against the GEMM's (rows a
     multiple of 4; the dense GEMM takes any row count unpadded: "gemm decode", 3 rows, "gemm
-    batch-1", one row with K = 4096: the CUDA-core GEMM, and "gemm decode mma", 5 rows with
-    K = 4096: the mma.sync one). The forward-only paths quantize a [K, N] weight in one pass into its [N, K] blocks
+    batch-1", one row with K = 4096: the CUDA-core GEMM, and "gemm decode mma", 5 x 2112 x 4096:
+    the mma.sync one). The forward-only paths quantize a [K, N] weight in one pass into its [N, K] blocks
     (quantize_blockwise_transposed), with no transposed copy of the weight first."""
     k = 4096 if pipeline in ("gemm batch-1", "gemm decode mma") else 512
     x_shape = {"gemm batched": (2, 256, k), "gemm decode": (3, k), "gemm batch-1": (1, k),
                "gemm decode mma": (5, k)}.get(pipeline, (256, k))
     x = randn(rng, x_shape, jnp.bfloat16)
-    w = randn(rng, (384, k), jnp.bfloat16)  # [N, K]
+    w = randn(rng, (2112 if pipeline == "gemm decode mma" else 384, k), jnp.bfloat16)  # [N, K]
+    if pipeline == "gemm decode mma":
+        assert gemm_config.pick(5, 2112, k, jnp.bfloat16, _kernels.num_sms()) == gemm_config.GEMV_MMA
     w_kn = jnp.asarray(np.asarray(w).T)  # a weight stored [K, N] (materialized, not a view)
     sizes = jnp.array([100, 156], jnp.int32)
     # Every operand is an argument of the jitted function (closed-over constants could be folded).
