@@ -23,8 +23,8 @@ struct GemmProblem {
 };
 
 struct GemmConfig {
-  int block_m;     // 64, 128 or 256 (kCompiledTiles), or kGemvMaxM: the CUDA-core decode GEMM
-  int block_n;     // one of kCompiledBlockN, or kGemvRows with block_m = kGemvMaxM
+  int block_m;     // 64, 128 or 256 (kCompiledTiles); kGemvMaxM / kGemvMmaMaxM: a pipeline-free GEMM
+  int block_n;     // one of kCompiledBlockN; kGemvRows / kGemvMmaRows with those
   int num_stages;  // pipeline depth; 0 = as many as fit in shared memory
   int num_sms;     // persistent grid size; 0 = all SMs of the current device
   int multicast;   // 1 or 2 (cluster size for TMA multicast)
@@ -51,7 +51,7 @@ constexpr int kGemvRows = 8;
 inline bool is_gemv(const GemmConfig& cfg) { return cfg.block_m == kGemvMaxM && cfg.block_n == kGemvRows; }
 cudaError_t launch_fp8_gemv(const GemmProblem& p, cudaStream_t stream);
 // The same for M <= 8 on the tensor cores (mma.sync, fp8_gemv_mma.cu): the pseudo-tile
-// {kGemvMmaMaxM, kGemvMmaRows} (16 rows of B per CTA).
+// {kGemvMmaMaxM, kGemvMmaRows} (16 rows of B per CTA; other fields as above; any N, K % 16 == 0).
 constexpr int kGemvMmaMaxM = 8;
 constexpr int kGemvMmaRows = 16;
 inline bool is_gemv_mma(const GemmConfig& cfg) {

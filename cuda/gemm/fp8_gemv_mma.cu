@@ -2,9 +2,11 @@
 //
 //   D[m, n] = sum_kb SFA[m, kb] * SFB[n / 128, kb] * (A[m, kb*128 : kb*128+128] . B[n, same])
 //
-// As fp8_gemv.cu, each CTA takes a few rows of B and all of K and issues its loads at once; but the
+// As fp8_gemv.cu, each CTA takes a few rows of B and all of K, split over its warps; but the
 // products run on mma.sync.m16n8k32 (e4m3 x e4m3 -> f32): 16 rows of B as the mma's A operand, the
 // <= 8 rows of A (the tokens) as its 8 columns. No conversions, so M = 2-8 cost what M = 1 does.
+// A CTA has 1, 2, 4 or 8 warps, enough for each to load all its k-blocks in one step of
+// kKbInFlight where K allows (launch_fp8_gemv_mma), and every load of a step precedes its mmas.
 //
 // Operand layout without shuffles: an mma over 32 values of k gives the same dot products however k
 // is ordered, as long as both operands order it alike. Lane (g, t) = (lane / 4, lane % 4) holds,
