@@ -21,6 +21,7 @@
 #include <type_traits>
 
 #include "gemm/fp8_gemm.h"
+#include "gemm/gemv_common.cuh"
 
 namespace fp8gemm {
 namespace {
@@ -125,39 +126,25 @@ __global__ void __launch_bounds__(kWarps * 32, kM <= 2 ? 2 : 1)
     float sum = 0.f;
 #pragma unroll
     for (int w = 0; w < kWarps; ++w) sum += partial[w][r][i];
-    if (col < n && i < m) {
-      if constexpr (std::is_same<OutT, float>::value)
-        d[static_cast<long long>(i) * n + col] = sum;
-      else
-        d[static_cast<long long>(i) * n + col] = __float2bfloat16_rn(sum);
-    }
+    if (col < n && i < m) gemv::store(d, static_cast<long long>(i) * n + col, sum);
   }
 }
 
 template <int kM>
 cudaError_t launch_rows(const GemmProblem& p, cudaStream_t stream) {
   const dim3 grid((p.n + kRows - 1) / kRows), block(kWarps * 32);
-  const auto* a = static_cast<const uint8_t*>(p.a);
-  const auto* b = static_cast<const uint8_t*>(p.b);
-  if (p.out_dtype == OutDtype::kF32)
-    fp8_gemv_kernel<kM, float><<<grid, block, 0, stream>>>(a, p.sfa, p.sfa_ld, b, p.sfb, static_cast<float*>(p.d),
-                                                            p.m, p.n, p.k);
-  else
-    fp8_gemv_kernel<kM, __nv_bfloat16><<<grid, block, 0, stream>>>(a, p.sfa, p.sfa_ld, b, p.sfb,
-                                                                    static_cast<__nv_bfloat16*>(p.d), p.m, p.n, p.k);
-  return cudaGetLastError();
+  return gemv::on_out_dtype(p, [&](auto* d) {
+    fp8_gemv_kernel<kM, std::remove_pointer_t<decltype(d)>><<<grid, block, 0, stream>>>(
+        static_cast<const uint8_t*>(p.a), p.sfa, p.sfa_ld, static_cast<const uint8_t*>(p.b), p.sfb, d, p.m, p.n, p.k);
+  });
 }
 
 }  // namespace
 
 cudaError_t launch_fp8_gemv(const GemmProblem& p, cudaStream_t stream) {
-  if (p.m < 0 || p.m > kGemvMaxM || p.n < 0 || p.k <= 0 || p.k % 16 != 0) return cudaErrorInvalidValue;
-  if (p.m == 0 || p.n == 0) return cudaSuccess;
-  if (p.sfa_ld < p.m || !p.a || !p.b || !p.sfa || !p.sfb || !p.d) return cudaErrorInvalidValue;
-  const auto aligned16 = [](const void* ptr) { return reinterpret_cast<uintptr_t>(ptr) % 16 == 0; };
-  if (!aligned16(p.a) || !aligned16(p.b)) return cudaErrorInvalidValue;
-  // grid.x = cdiv(N, 8); the kernel's offsets within its 8 rows of B are 32-bit ints (r * K).
-  if (p.n > (1 << 30) || static_cast<long long>(kRows) * p.k > INT_MAX) return cudaErrorInvalidValue;
+  // The kernel's offsets within its 8 rows of B are 32-bit ints (r * K).
+  const cudaError_t err = gemv::check_problem(p, kGemvMaxM, INT_MAX / kRows);
+  if (err != cudaSuccess || p.m == 0 || p.n == 0) return err;
   switch (p.m) {
     case 1: return launch_rows<1>(p, stream);
     case 2: return launch_rows<2>(p, stream);

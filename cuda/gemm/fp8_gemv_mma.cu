@@ -25,6 +25,7 @@
 #include <type_traits>
 
 #include "gemm/fp8_gemm.h"
+#include "gemm/gemv_common.cuh"
 
 namespace fp8gemm {
 namespace {
@@ -112,12 +113,7 @@ __global__ void __launch_bounds__(kCtaWarps * 32)
 #pragma unroll
       for (int w = 0; w < kCtaWarps; ++w) sum += partial[w][lane][j];
       const int row = row0 + g + (j >= 2 ? 8 : 0), token = 2 * t + (j & 1);
-      if (row < n && token < m) {
-        if constexpr (std::is_same<OutT, float>::value)
-          d[static_cast<long long>(token) * n + row] = sum;
-        else
-          d[static_cast<long long>(token) * n + row] = __float2bfloat16_rn(sum);
-      }
+      if (row < n && token < m) gemv::store(d, static_cast<long long>(token) * n + row, sum);
     }
   }
 }
@@ -125,27 +121,18 @@ __global__ void __launch_bounds__(kCtaWarps * 32)
 template <int kCtaWarps>
 cudaError_t launch_with_warps(const GemmProblem& p, cudaStream_t stream) {
   const dim3 grid((p.n + kRows - 1) / kRows), block(kCtaWarps * 32);
-  const auto* a = static_cast<const uint8_t*>(p.a);
-  const auto* b = static_cast<const uint8_t*>(p.b);
-  if (p.out_dtype == OutDtype::kF32)
-    fp8_gemv_mma_kernel<kCtaWarps, float><<<grid, block, 0, stream>>>(a, p.sfa, p.sfa_ld, b, p.sfb,
-                                                                      static_cast<float*>(p.d), p.m, p.n, p.k);
-  else
-    fp8_gemv_mma_kernel<kCtaWarps, __nv_bfloat16><<<grid, block, 0, stream>>>(
-        a, p.sfa, p.sfa_ld, b, p.sfb, static_cast<__nv_bfloat16*>(p.d), p.m, p.n, p.k);
-  return cudaGetLastError();
+  return gemv::on_out_dtype(p, [&](auto* d) {
+    fp8_gemv_mma_kernel<kCtaWarps, std::remove_pointer_t<decltype(d)>><<<grid, block, 0, stream>>>(
+        static_cast<const uint8_t*>(p.a), p.sfa, p.sfa_ld, static_cast<const uint8_t*>(p.b), p.sfb, d, p.m, p.n, p.k);
+  });
 }
 
 }  // namespace
 
 cudaError_t launch_fp8_gemv_mma(const GemmProblem& p, cudaStream_t stream) {
-  if (p.m < 0 || p.m > kGemvMmaMaxM || p.n < 0 || p.k <= 0 || p.k % 16 != 0) return cudaErrorInvalidValue;
-  if (p.m == 0 || p.n == 0) return cudaSuccess;
-  if (p.sfa_ld < p.m || !p.a || !p.b || !p.sfa || !p.sfb || !p.d) return cudaErrorInvalidValue;
-  const auto aligned16 = [](const void* ptr) { return reinterpret_cast<uintptr_t>(ptr) % 16 == 0; };
-  if (!aligned16(p.a) || !aligned16(p.b)) return cudaErrorInvalidValue;
-  // offsets in 32 bits, also those of the k-blocks past K that a warp's last step skips
-  if (p.n > (1 << 30) || p.k > INT_MAX - (kKbInFlight * kWarps + 1) * 128) return cudaErrorInvalidValue;
+  // Byte offsets in 32 bits, also those of the k-blocks past K that a warp's last step skips.
+  const cudaError_t err = gemv::check_problem(p, kGemvMmaMaxM, INT_MAX - (kKbInFlight * kWarps + 1) * 128);
+  if (err != cudaSuccess || p.m == 0 || p.n == 0) return err;
   // Warps enough for each to load its k-blocks in one step (K = 2048: 4 warps of 4 k-blocks), up to
   // kWarps: short K gets small CTAs, several per SM, rather than idle warps.
   const int num_kb = (p.k + 127) / 128;
