@@ -239,16 +239,18 @@ bool multicast_selected(const Options& o, int mc, int mc_a) {
   return o.multicast == (mc == 1 ? "1" : (mc_a ? "2A" : "2B"));
 }
 
-// The CUDA-core decode GEMM (M <= kGemvMaxM; other shapes skip it), unless --tile picks another.
+// The pipeline-free decode GEMMs' pseudo-tiles, on the CUDA cores (M <= kGemvMaxM) and on mma.sync
+// (M <= kGemvMmaMaxM); larger M skips them. Run unless --tile picks another.
 const GemmConfig kGemv{fp8gemm::kGemvMaxM, fp8gemm::kGemvRows, 0, 0, 1};
 const GemmConfig kGemvMma{fp8gemm::kGemvMmaMaxM, fp8gemm::kGemvMmaRows, 0, 0, 1};
+const GemmConfig kPipelineFree[] = {kGemv, kGemvMma};
 bool tile_selected(const Options& o, const GemmConfig& c) {
   return !o.tile_m || (o.tile_m == c.block_m && o.tile_n == c.block_n);
 }
 
 std::vector<Variant> correctness_variants(const Options& o) {
   std::vector<Variant> v;
-  for (const GemmConfig& c : {kGemv, kGemvMma})
+  for (const GemmConfig& c : kPipelineFree)
     if (tile_selected(o, c) && multicast_selected(o, 1, 0))
       for (OutDtype out : {OutDtype::kBF16, OutDtype::kF32}) v.push_back({c, out});
   for (const auto& t : fp8gemm::kCompiledTiles) {
@@ -277,7 +279,7 @@ std::vector<Variant> correctness_variants(const Options& o) {
 
 std::vector<Variant> bench_variants(const Options& o) {
   std::vector<Variant> v;
-  for (const GemmConfig& c : {kGemv, kGemvMma})
+  for (const GemmConfig& c : kPipelineFree)
     if (tile_selected(o, c) && multicast_selected(o, 1, 0)) v.push_back({c, o.bench_out});
   for (const auto& t : fp8gemm::kCompiledTiles) {
     if (o.tile_m && (t.block_m != o.tile_m || t.block_n != o.tile_n)) continue;

@@ -42,7 +42,7 @@ for m, n, k in [(1, 16, 128), (7, 48, 400), (130, 264, 400), (64, 160, 144)]:
     b, b_s = fg.quantize_blockwise(jax.random.normal(key, (n, k)))
     for out_dtype in (jnp.bfloat16, jnp.float32):
         jax.block_until_ready(fg.gemm(a, a_s, b, b_s, out_dtype=out_dtype))
-    if m <= 4:  # the CUDA-core GEMM (picked at M = 1 from K = 4096 on)
+    if m <= 4:  # the CUDA-core GEMM (picked only from K = 4096 on: gemm_config._pipeline_free)
         jax.block_until_ready(gemm_kernel_call(a, a_s, b, b_s, gemm_config.GEMV))
     if m <= 8:  # the same on mma.sync
         jax.block_until_ready(gemm_kernel_call(a, a_s, b, b_s, gemm_config.GEMV_MMA))
