@@ -23,7 +23,7 @@ from .reference import cdiv
 # (block_m, block_n) pairs compiled into the extension: kCompiledTiles in cuda/gemm/fp8_gemm.h.
 # block_m 128 = two math warpgroups (throughput); block_m 64 = one (decode, small M).
 COMPILED_TILES = ((128, 112), (128, 128), (128, 144), (128, 160), (128, 192), (256, 128), (64, 32),
-                  (64, 64), (64, 128))
+                  (64, 64), (64, 128), (64, 192))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -106,15 +106,21 @@ def _share_a_on_256_rows(config: GemmConfig, k: int, num_sms: int) -> GemmConfig
     return config
 
 
-# Decode (M <= 64, one 64-row M-block): the widest 64-row tile that still gives at least
-# num_sms * (0.29 + rows / 512) tiles, rows = M rounded up to 8 (the rows of A actually loaded).
-# These GEMMs stream B; a wider tile reads A fewer times and streams B in longer rows per CTA, but
-# too few CTAs cannot pull B fast enough, and the fewer rows A has, the fewer CTAs suffice.
+# Decode (M <= 64, one 64-row M-block): the widest 64-row tile up to 128 columns that still gives
+# at least num_sms * (0.29 + rows / 512) tiles, rows = M rounded up to 8 (the rows of A actually
+# loaded). These GEMMs stream B; a wider tile reads A fewer times and streams B in longer rows per
+# CTA, but too few CTAs cannot pull B fast enough, and the fewer rows A has, the fewer CTAs suffice.
 # Measured on an H100 (RESULTS.md, session 21: M in {1, 32, 64}, N from 1024 to 14336, K 2048 and
 # 7168, back-to-back calls; `--suite gemm-sweep` measures the same table): within 3.4% of the best
 # 64-row tile everywhere, 0.3% on average; the wave model it replaces for these shapes lost up to
 # 14% (1x4096x7168: 64x32 17.7 us, 64x64 15.6).
-_DECODE_TILE_N = tuple(sorted(bn for bm, bn in COMPILED_TILES if bm == 64))
+# Then 64x192 replaces 64x128 where its waves hold fewer columns per CTA (a decode tile's time grows
+# with its columns) and its tiles still fill >= 70% of the SMs. Measured on an H200 (RESULTS.md,
+# session 32): N = 18432 (96 tiles in one wave, against 144 in two) +11% at M = 16 and 64, K = 7168;
+# N = 24576 the same or 1% better; 8x8192x2048 (43 tiles on 132 SMs) 25% slower, so not taken there.
+_DECODE_TILE_N = (32, 64, 128)
+_WIDE_DECODE_TILE_N = 192
+_WIDE_DECODE_MIN_FILL = 0.7
 
 
 def _decode_block_n(m: int, n: int, num_sms: int) -> int:
@@ -124,6 +130,10 @@ def _decode_block_n(m: int, n: int, num_sms: int) -> int:
     for bn in _DECODE_TILE_N:
         if cdiv(n, bn) >= enough:
             block_n = bn
+    wide, wide_tiles = _WIDE_DECODE_TILE_N, cdiv(n, _WIDE_DECODE_TILE_N)
+    if (block_n == 128 and wide_tiles >= _WIDE_DECODE_MIN_FILL * num_sms
+            and cdiv(wide_tiles, num_sms) * wide < cdiv(cdiv(n, 128), num_sms) * 128):
+        block_n = wide
     return block_n
 
 

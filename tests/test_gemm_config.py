@@ -85,6 +85,20 @@ def test_pick_decode_unsplit_takes_the_measured_tile(m, n, block_n):
     assert (64, c.block_n) in gc.COMPILED_TILES
 
 
+@pytest.mark.parametrize("m,n,k,block_n", [
+    (16, 18432, 7168, 192), (64, 18432, 7168, 192),  # 96 tiles in one wave, not 144 in two: +11%
+    (9, 24576, 1536, 192), (64, 24576, 1536, 192),  # 128 in one wave, not 192 in two: the same or 1% better
+    (9, 8192, 2048, 128),  # 43 tiles of 192 on 132 SMs: 25% slower
+    (64, 7168, 2048, 128), (32, 17000, 7168, 128),  # too few 192-wide tiles (38, 89)
+    (64, 36864, 7168, 128)])  # 192 tiles of 192 in two waves hold as many columns as 288 of 128 in three
+def test_pick_decode_wide_tile(m, n, k, block_n):
+    """64x192 takes over from 64x128 where its waves hold fewer columns per CTA and its tiles fill
+    >= 70% of the SMs (RESULTS.md, session 32, H200 sweep)."""
+    c = gc.pick(m, n, k, jnp.bfloat16, 132, h200_clusters)
+    assert (c.block_m, c.block_n, c.k_splits) == (64, block_n, 1), c
+    assert (64, c.block_n) in gc.COMPILED_TILES
+
+
 @pytest.mark.parametrize("m,n,k,block_n,k_splits", [
     (9, 2112, 7168, 32, 2), (64, 2112, 7168, 32, 2),  # 66 tiles x 2 = 132 CTAs
     (9, 576, 7168, 32, 4), (16, 1024, 7168, 32, 3),  # 18 x 4, 32 x 3 (32 clusters of 4 do not fit)

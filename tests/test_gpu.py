@@ -223,6 +223,17 @@ def test_gemv_kernel(rng, m, n, k, kind, out_dtype):
     check_dense_config(rng, m, n, k, config, out_dtype)
 
 
+@pytest.mark.parametrize("m,n,k", [(1, 2112, 7168), (7, 1000, 1552), (64, 18432, 1536), (63, 400, 208),
+                                   (16, 24576, 512)])
+@pytest.mark.parametrize("out_dtype", [jnp.bfloat16, jnp.float32])
+def test_decode_192_tile(rng, m, n, k, out_dtype):
+    """The 64x192 decode tile (gemm_config._decode_block_n at N = 18432 / 24576): every other tile
+    straddles two 128-wide B-scale blocks (its B scales staged per tile), partial last N-blocks
+    (2112 = 11 x 192, 1000, 400), K not a multiple of 128, M < 64 (A's rows past M zero-filled)."""
+    config = gemm_config.GemmConfig(64, 192, 0, _kernels.num_sms(), 1)
+    check_dense_config(rng, m, n, k, config, out_dtype)
+
+
 def test_split_k_cluster_capacity():
     """CUDA's answer to "how many clusters of S split-K CTAs fit at once", which bounds the picker's
     splits: at least one cluster, never more CTAs than SMs, fewer clusters as they grow, 0 past

@@ -95,14 +95,18 @@ cudaError_t launch_fp8_gemv_mma(const GemmProblem& p, cudaStream_t stream);
 //             split-K branches of sessions 21-23 lost to their exchange and clusters that did not
 //             all fit at once).
 //     128     M in (64, 128]: 2 M-blocks x N/128 (pairs sharing B measured no faster: unpaired).
+//     192     wide N (18432, 24576): one wave of 96-128 tiles where 64x128 needs two (+11% at
+//             N = 18432, K = 7168); straddles scale blocks, so it runs all of K (no split-K) and
+//             promotes serially (96 + 96 registers).
 // Shared memory (max_stages, bf16 / f32 out): 128x112 6/5, 128x128 5/5, 128x144 5/4, 128x160 5/4, 128x192 4/3,
-// 256x128 3/2, 64x32 18/17, 64x64 13/12, 64x128 8/8.
+// 256x128 3/2, 64x32 18/17, 64x64 13/12, 64x128 8/8, 64x192 6/5.
 // ------------------------------------------------------------------------------------------------
 struct CompiledTile {
   int block_m, block_n;
 };
 inline constexpr CompiledTile kCompiledTiles[] = {
     {128, 112}, {128, 128}, {128, 144}, {128, 160}, {128, 192}, {256, 128}, {64, 32}, {64, 64}, {64, 128},
+    {64, 192},
 };
 inline constexpr int kCompiledBlockN[] = {32, 64, 112, 128, 144, 160, 192};
 inline constexpr int kNumCompiledTiles = static_cast<int>(sizeof(kCompiledTiles) / sizeof(kCompiledTiles[0]));

@@ -1140,7 +1140,7 @@ __global__ void __launch_bounds__(GemmTraits<BLOCK_M, BLOCK_N, Epilogue, kPerRow
 // kCompiledTiles in fp8_gemm.h (checked by a static_assert in fp8_gemm.cu).
 // ------------------------------------------------------------------------------------------------
 #define FP8GEMM_COMPILED_TILES(X) \
-  X(128, 112) X(128, 128) X(128, 144) X(128, 160) X(128, 192) X(256, 128) X(64, 32) X(64, 64) X(64, 128)
+  X(128, 112) X(128, 128) X(128, 144) X(128, 160) X(128, 192) X(256, 128) X(64, 32) X(64, 64) X(64, 128) X(64, 192)
 
 namespace detail {
 
