@@ -228,8 +228,9 @@ def test_gemv_kernel(rng, m, n, k, kind, out_dtype):
 @pytest.mark.parametrize("out_dtype", [jnp.bfloat16, jnp.float32])
 def test_decode_192_tile(rng, m, n, k, out_dtype):
     """The 64x192 decode tile (gemm_config._decode_block_n at N = 18432 / 24576): every other tile
-    straddles two 128-wide B-scale blocks (its B scales staged per tile), partial last N-blocks
-    (2112 = 11 x 192, 1000, 400), K not a multiple of 128, M < 64 (A's rows past M zero-filled)."""
+    straddles two 128-wide B-scale blocks (its B scales staged per tile); the last N-block partial
+    (1000, 400) or whole (2112 = 11 x 192, 18432, 24576); K not a multiple of 128 (1552, 208);
+    M < 64 (the A rows past M are never loaded, their output rows clipped by the TMA store)."""
     config = gemm_config.GemmConfig(64, 192, 0, _kernels.num_sms(), 1)
     check_dense_config(rng, m, n, k, config, out_dtype)
 
