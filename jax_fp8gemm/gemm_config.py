@@ -118,8 +118,8 @@ def _share_a_on_256_rows(config: GemmConfig, k: int, num_sms: int) -> GemmConfig
 # with its columns) and its tiles still fill >= 70% of the SMs. Measured on an H200 (RESULTS.md,
 # session 32): N = 18432 (96 tiles in one wave, against 144 in two) +11% at M = 16 and 64, K = 7168;
 # N = 24576 the same or 1% better; 8x8192x2048 (43 tiles on 132 SMs) 25% slower, so not taken there.
-_DECODE_TILE_N = (32, 64, 128)
 _WIDE_DECODE_TILE_N = 192
+_DECODE_TILE_N = tuple(sorted(bn for bm, bn in COMPILED_TILES if bm == 64 and bn != _WIDE_DECODE_TILE_N))
 _WIDE_DECODE_MIN_FILL = 0.7
 
 
