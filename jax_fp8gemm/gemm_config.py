@@ -152,6 +152,7 @@ def _decode_block_n(m: int, n: int, num_sms: int) -> int:
 # exchange back (the first version lost 30-50% at 1x7168x2048), so splits start at K = 4096 (32
 # k-blocks; between 2048 and 7168 unmeasured). Where no split fits, the tile is `_decode_block_n`'s.
 _SPLIT_K_MIN_K = 4096
+_SPLIT_K_MAX_M = 128  # up to two 64-row M-blocks (see `pick`)
 # The tiles and split counts split-K is compiled for: kMaxSplitKBlockN and kMaxKSplits in
 # cuda/gemm/fp8_gemm.h.
 SPLIT_K_TILE_N = (32, 64)
@@ -162,15 +163,16 @@ MAX_K_SPLITS = 4
 ClusterCapacity = Callable[[int, int], int]
 
 
-def _decode_tile(m: int, n: int, k: int, num_sms: int, clusters: Optional[ClusterCapacity]) -> tuple[int, int]:
-    """(block_n, k_splits) of a decode GEMM: see the comment above."""
-    unsplit = _decode_block_n(m, n, num_sms), 1
+def _split_k_tile(m_blocks: int, n: int, k: int, num_sms: int,
+                  clusters: Optional[ClusterCapacity]) -> Optional[tuple[int, int]]:
+    """(block_n, k_splits) of the split 64-row tile for `m_blocks` 64-row M-blocks, or None where
+    no split beats the unsplit tiles (see the comment above)."""
     if clusters is None or k < _SPLIT_K_MIN_K:
-        return unsplit
+        return None
     num_k_blocks = cdiv(k, 128)
     best = None
     for bn in SPLIT_K_TILE_N:
-        tiles = cdiv(n, bn)
+        tiles = m_blocks * cdiv(n, bn)
         for splits in range(1, MAX_K_SPLITS + 1):
             if splits == 1:
                 ctas = min(tiles, num_sms)
@@ -183,7 +185,12 @@ def _decode_tile(m: int, n: int, k: int, num_sms: int, clusters: Optional[Cluste
             if best is None or key < best[0]:
                 best = key, bn, splits
     _, bn, splits = best
-    return unsplit if splits == 1 else (bn, splits)
+    return None if splits == 1 else (bn, splits)
+
+
+def _decode_tile(m: int, n: int, k: int, num_sms: int, clusters: Optional[ClusterCapacity]) -> tuple[int, int]:
+    """(block_n, k_splits) of a decode GEMM (M <= 64): see the comment above."""
+    return _split_k_tile(1, n, k, num_sms, clusters) or (_decode_block_n(m, n, num_sms), 1)
 
 
 # Two decode GEMMs without a pipeline, selected by pseudo-tiles (fp8_gemm.h): each CTA takes a few
@@ -227,6 +234,13 @@ def pick(m: int, n: int, k: int, out_dtype, num_sms: int,
         block_n, k_splits = _decode_tile(m, n, k, num_sms, split_k_clusters)
         return GemmConfig(block_m=64, block_n=block_n, num_stages=0, num_sms=int(num_sms), multicast=1,
                           k_splits=k_splits)
+    # Two 64-row M-blocks with few N-blocks (M = 65..128, N up to ~2112): their split 64-row tiles
+    # where they fill more SMs than the unsplit ones (128x2112x7168: 64x64 split 2 ways, 132 CTAs
+    # over 28 k-blocks each, +5% over 64x32's 132 over 56; RESULTS.md, session 33). The rest below.
+    split = _split_k_tile(cdiv(m, 64), n, k, num_sms, split_k_clusters) if m <= _SPLIT_K_MAX_M else None
+    if split is not None:
+        return GemmConfig(block_m=64, block_n=split[0], num_stages=0, num_sms=int(num_sms), multicast=1,
+                          k_splits=split[1])
 
     def candidates():
         for bm, bn in COMPILED_TILES:

@@ -106,10 +106,15 @@ def test_pick_decode_wide_tile(m, n, k, block_n):
     (16, 4096, 7168, 64, 2), (32, 3072, 7168, 64, 2), (64, 3072, 7168, 64, 2),  # 64 / 48 tiles x 2
     (64, 2112, 2048, 32, 1),  # K too short to pay for the exchange
     (9, 8192, 7168, 128, 1), (64, 14336, 7168, 128, 1), (32, 5120, 7168, 64, 1),  # no split fits
-    (128, 2112, 7168, None, 1)])  # not a decode shape
+    # two M-blocks (M = 65..128): 2 x 33 tiles x 2, 2 x 24 x 2, 2 x 32 x 2 (session 33)
+    (72, 2112, 7168, 64, 2), (96, 2112, 7168, 64, 2), (128, 2112, 7168, 64, 2), (128, 1536, 7168, 64, 2),
+    (128, 1024, 7168, 32, 2),
+    (96, 4096, 7168, None, 1), (128, 2112, 2048, None, 1),  # 128 tiles of 64x64 unsplit; K too short
+    (129, 2112, 7168, None, 1)])  # three M-blocks: not a decode shape
 def test_decode_split_k(m, n, k, block_n, k_splits):
     """Split-K on the H200's cluster capacity (`h200_clusters`): the configurations that measured
-    best or within 2% of it (RESULTS.md, sessions 29-30, at M = 1: the split does not depend on M)."""
+    best or within 2% of it (RESULTS.md, sessions 29-30, at M = 1: the split does not depend on M;
+    session 33 at M = 72 / 96 / 128, N = 1024 / 1536 / 2112: best, or within 1% of 64x64 split 3)."""
     c = gc.pick(m, n, k, jnp.bfloat16, 132, h200_clusters)
     assert (block_n or c.block_n, c.k_splits) == (c.block_n, k_splits), c
     if k_splits > 1:

@@ -235,6 +235,18 @@ def test_decode_192_tile(rng, m, n, k, out_dtype):
     check_dense_config(rng, m, n, k, config, out_dtype)
 
 
+@pytest.mark.parametrize("m,n,k", [(65, 2112, 1552), (100, 1000, 7168), (129, 272, 208), (190, 4096, 512)])
+@pytest.mark.parametrize("block_n,multicast", [(32, 1), (64, 2), (128, 1), (192, 1)])
+@pytest.mark.parametrize("out_dtype", [jnp.bfloat16, jnp.float32])
+def test_decode_tiles_partial_last_m_block(rng, m, n, k, block_n, multicast, out_dtype):
+    """64-row tiles over several M-blocks: the last, partial one starts at M - 64 rounded up to 4
+    (DenseScheduler), so its rows overlap the previous block's, which both tiles store alike.
+    M % 4 != 0 (65, 129: A's scales viewed flat), 1-36 rows in the last block, pairs sharing B
+    across neighbouring M-blocks (multicast 2), a tile straddling B-scale blocks (192)."""
+    config = gemm_config.GemmConfig(64, block_n, 0, _kernels.num_sms(), multicast)
+    check_dense_config(rng, m, n, k, config, out_dtype)
+
+
 def test_split_k_cluster_capacity():
     """CUDA's answer to "how many clusters of S split-K CTAs fit at once", which bounds the picker's
     splits: at least one cluster, never more CTAs than SMs, fewer clusters as they grow, 0 past
@@ -253,13 +265,15 @@ def test_split_k_cluster_capacity():
         assert -(-n // c.block_n) <= _kernels.max_active_split_k_clusters(c.block_n, c.k_splits), c
 
 
-@pytest.mark.parametrize("m,n,k", [(1, 2112, 7168), (7, 1000, 1552), (64, 272, 208), (63, 2112, 4112)])
+@pytest.mark.parametrize("m,n,k", [(1, 2112, 7168), (7, 1000, 1552), (64, 272, 208), (63, 2112, 4112),
+                                   (96, 2112, 7168), (129, 1000, 1552)])
 @pytest.mark.parametrize("block_n,k_splits", [(32, 2), (32, 3), (64, 3), (64, 4)])
 @pytest.mark.parametrize("out_dtype", [jnp.bfloat16, jnp.float32])
 def test_gemm_split_k_kernel(rng, m, n, k, block_n, k_splits, out_dtype):
     """Split-K decode tiles (clusters adding their partials through distributed shared memory):
     M % 4 != 0 (A's scales viewed flat, each rank's box at its own k-block), K not a multiple of
-    128, fewer k-blocks than ranks (empty k-ranges: 208 = 2 k-blocks), partial N-blocks."""
+    128, fewer k-blocks than ranks (empty k-ranges: 208 = 2 k-blocks), partial N-blocks, several
+    M-blocks (96: two, as `pick` splits M = 65..128; 129: a third of one row, flat scales)."""
     config = gemm_config.GemmConfig(64, block_n, 0, _kernels.num_sms(), 1, k_splits=k_splits)
     check_dense_config(rng, m, n, k, config, out_dtype)
 

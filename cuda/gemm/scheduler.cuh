@@ -296,6 +296,13 @@ struct DenseScheduler {
     t.group = 0;
     t.wide = false;
     t.row_start = t.m_block * BLOCK_M;
+    // 64-row tiles (small M, where a tile's time is its loads): a last M-block that M fills only
+    // partly starts lower, at M - 64 rounded up to a multiple of 4 (A's scale box starts 16-byte
+    // aligned), so that its A box holds rows that exist instead of up to 63 past M: TMA's zero fill
+    // of a box mostly outside the tensor is slow. Its first rows are also the previous M-block's last
+    // ones, computed and stored by both tiles alike (the same bits: a row's sum does not depend
+    // on the tile).
+    if (BLOCK_M == 64 && p.m > BLOCK_M && t.row_start + BLOCK_M > p.m) t.row_start = (p.m - BLOCK_M + 3) & ~3;
     t.row_end = p.m;
     t.a_row = t.row_start;
     t.b_row = t.n_block * BLOCK_N;
