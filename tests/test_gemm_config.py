@@ -193,14 +193,17 @@ def test_short_k_steers_f32_off_the_three_stage_tile():
 
 @pytest.mark.parametrize("m", [1, 2, 3, 4, 5, 8, 9])
 def test_pick_pipeline_free_for_decode(m):
-    """Where the pipeline-free GEMMs measured faster (M <= 8, K >= 4096): the mma.sync one from
-    M = 3 where its 16-row CTAs fill the SMs, else the CUDA-core one up to M = 4; a 64-row tile for
-    shorter K, for M > 8 and for M > 4 on narrow B."""
-    for n, k, sms, out_dtype in itertools.product((8, 576, 2112, 24576), (16, 1536, 2048, 4096, 7168), SMS,
-                                                  DTYPES):
+    """Where the pipeline-free GEMMs measured faster (M <= 8): at K >= 4096 the mma.sync one from
+    M = 3 where its 16-row CTAs fill the SMs, else the CUDA-core one up to M = 4; at K = 512-1024
+    the mma.sync one at every M where its CTAs fill the SMs (RESULTS.md, session 33); a 64-row
+    tile for K = 1536-3072 and below 512, for M > 8 and for M > 4 on narrow B."""
+    for n, k, sms, out_dtype in itertools.product((8, 576, 2112, 24576), (16, 512, 768, 1024, 1536, 2048, 4096, 7168),
+                                                  SMS, DTYPES):
         c = gc.pick(m, n, k, out_dtype, sms, h200_clusters)
         fills_the_sms = -(-n // 16) >= sms
-        if m > 8 or k < 4096:
+        if m <= 8 and 512 <= k <= 1024:
+            expected = "gemv mma" if fills_the_sms else "tile"
+        elif m > 8 or k < 4096:
             expected = "tile"
         elif m > 2 and fills_the_sms:
             expected = "gemv mma"
