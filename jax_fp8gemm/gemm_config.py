@@ -206,8 +206,8 @@ def _decode_tile(m: int, n: int, k: int, num_sms: int, clusters: Optional[Cluste
 #   not fill the SMs (4x576x7168: 5.1 against 4.4 and 4.7 on the best tile).
 # (H200, RESULTS.md session 31, `--suite gemm-sweep`.)
 # Short K (512 <= K <= 1024): GEMV_MMA at every M <= 8 where its CTAs fill the SMs, where a tile's
-# few k-blocks leave its pipeline's fixed cost exposed: 1.14-1.36x the picked tile at K = 512 (M 1-8,
-# N 4096-32768), 1.14-1.32x at K = 1024 up to N = 7168 and 0.99-1.05x at N 16384-32768 (1x2112x1024:
+# few k-blocks leave its pipeline's fixed cost exposed: 1.12-1.36x the picked tile at K = 512 (M 1-8,
+# N 4096-32768), 1.14-1.32x at K = 1024 up to N = 7168 and 0.98-1.07x at N 16384-32768 (1x2112x1024:
 # 1.27x, GEMV 1.55x). From K = 1536 to 3072 the tiles are as fast or faster (0.92-1.0x): the tiles.
 # (H200, RESULTS.md session 33.)
 GEMV = GemmConfig(block_m=4, block_n=8, num_stages=0, num_sms=0, multicast=1)
