@@ -234,9 +234,10 @@ def pick(m: int, n: int, k: int, out_dtype, num_sms: int,
          split_k_clusters: Optional[ClusterCapacity] = None) -> GemmConfig:
     """The configuration for one static shape (K scales every tile's main loop alike; it only
     changes the ranking where a tile's epilogue is exposed, see `_short_k_factor`). M <= 8 with
-    K >= 4096 runs without a pipeline (`_pipeline_free`); M <= 64 takes a 64-row tile, split over K
-    where that fills more SMs (`_decode_tile`; no split without `split_k_clusters`, the device's
-    cluster capacity)."""
+    K >= 4096 or K = 512-1024 runs without a pipeline (`_pipeline_free`); M <= 64 takes a 64-row
+    tile, split over K where that fills more SMs (`_decode_tile`; no split without
+    `split_k_clusters`, the device's cluster capacity); M = 65..128 the split 64-row tile where a
+    split fills more SMs, else the wave model's pick."""
     pipeline_free = _pipeline_free(m, n, k, num_sms)
     if pipeline_free is not None:
         return pipeline_free
