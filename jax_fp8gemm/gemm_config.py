@@ -188,9 +188,17 @@ def _split_k_tile(m_blocks: int, n: int, k: int, num_sms: int,
     return None if splits == 1 else (bn, splits)
 
 
-def _decode_tile(m: int, n: int, k: int, num_sms: int, clusters: Optional[ClusterCapacity]) -> tuple[int, int]:
-    """(block_n, k_splits) of a decode GEMM (M <= 64): see the comment above."""
-    return _split_k_tile(1, n, k, num_sms, clusters) or (_decode_block_n(m, n, num_sms), 1)
+def _decode_tile(m: int, n: int, k: int, num_sms: int,
+                 clusters: Optional[ClusterCapacity]) -> Optional[tuple[int, int]]:
+    """(block_n, k_splits) of the 64-row tile of a decode GEMM (see the comments above): split over
+    K where that fills more SMs, for one M-block or two (M = 65..128); else, at M <= 64, the unsplit
+    tile of `_decode_block_n`; None for M = 65..128 without a split (the wave model picks)."""
+    if m > _SPLIT_K_MAX_M:
+        return None
+    split = _split_k_tile(cdiv(m, 64), n, k, num_sms, clusters)
+    if split is None and m <= 64:
+        split = _decode_block_n(m, n, num_sms), 1
+    return split
 
 
 # Two decode GEMMs without a pipeline, selected by pseudo-tiles (fp8_gemm.h): each CTA takes a few
@@ -241,17 +249,13 @@ def pick(m: int, n: int, k: int, out_dtype, num_sms: int,
     pipeline_free = _pipeline_free(m, n, k, num_sms)
     if pipeline_free is not None:
         return pipeline_free
-    if m <= 64:
-        block_n, k_splits = _decode_tile(m, n, k, num_sms, split_k_clusters)
-        return GemmConfig(block_m=64, block_n=block_n, num_stages=0, num_sms=int(num_sms), multicast=1,
-                          k_splits=k_splits)
-    # Two 64-row M-blocks with few N-blocks (M = 65..128, N up to ~2112): their split 64-row tiles
-    # where they fill more SMs than the unsplit ones (128x2112x7168: 64x64 split 2 ways, 132 CTAs
-    # over 28 k-blocks each, +5% over 64x32's 132 over 56; RESULTS.md, session 33). The rest below.
-    split = _split_k_tile(cdiv(m, 64), n, k, num_sms, split_k_clusters) if m <= _SPLIT_K_MAX_M else None
-    if split is not None:
-        return GemmConfig(block_m=64, block_n=split[0], num_stages=0, num_sms=int(num_sms), multicast=1,
-                          k_splits=split[1])
+    # Two 64-row M-blocks (M = 65..128) split too where that fills more SMs (128x2112x7168: 64x64
+    # split 2 ways, 132 CTAs over 28 k-blocks each, +5% over 64x32's 132 over 56; RESULTS.md,
+    # session 33); the rest takes the wave model below.
+    decode = _decode_tile(m, n, k, num_sms, split_k_clusters)
+    if decode is not None:
+        return GemmConfig(block_m=64, block_n=decode[0], num_stages=0, num_sms=int(num_sms), multicast=1,
+                          k_splits=decode[1])
 
     def candidates():
         for bm, bn in COMPILED_TILES:
