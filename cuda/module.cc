@@ -17,7 +17,7 @@ extern "C" XLA_FFI_Error* kFp8GroupedGemm(XLA_FFI_CallFrame*);
 extern "C" XLA_FFI_Error* kFp8GroupedGemmMasked(XLA_FFI_CallFrame*);
 extern "C" XLA_FFI_Error* kFp8GemmWgrad(XLA_FFI_CallFrame*);
 extern "C" XLA_FFI_Error* kFp8GroupedGemmWgrad(XLA_FFI_CallFrame*);
-int max_active_split_k_clusters(int block_n, int cluster_size);  // gemm/fp8_gemm.h
+int max_active_split_k_clusters(int block_m, int block_n, int cluster_size);  // gemm/fp8_gemm.h
 }  // namespace fp8gemm
 
 namespace {
@@ -41,6 +41,6 @@ NB_MODULE(_cuda, m) {
     d["fp8gemm_grouped_gemm_wgrad"] = capsule(fp8gemm::kFp8GroupedGemmWgrad);
     return d;
   });
-  m.def("max_active_split_k_clusters", &fp8gemm::max_active_split_k_clusters, nb::arg("block_n"),
+  m.def("max_active_split_k_clusters", &fp8gemm::max_active_split_k_clusters, nb::arg("block_m"), nb::arg("block_n"),
         nb::arg("cluster_size"));
 }

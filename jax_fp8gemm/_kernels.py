@@ -52,11 +52,11 @@ def num_sms() -> int:
 
 
 @functools.cache
-def max_active_split_k_clusters(block_n: int, cluster_size: int) -> int:
-    """Clusters of `cluster_size` CTAs of the dense 64 x block_n kernel that the (current) GPU holds
-    at once (CUDA's occupancy query): the bound of a split-K grid (gemm_config.pick). 0 without
-    the extension."""
-    return int(_cuda.max_active_split_k_clusters(block_n, cluster_size)) if _cuda is not None else 0
+def max_active_split_k_clusters(block_m: int, block_n: int, cluster_size: int) -> int:
+    """Clusters of `cluster_size` CTAs of the dense block_m x block_n kernel that the (current) GPU
+    holds at once (CUDA's occupancy query): the bound of a split-K grid (gemm_config.pick). 0
+    without the extension."""
+    return int(_cuda.max_active_split_k_clusters(block_m, block_n, cluster_size)) if _cuda is not None else 0
 
 
 @functools.cache

@@ -22,8 +22,8 @@ from .reference import cdiv
 
 # (block_m, block_n) pairs compiled into the extension: kCompiledTiles in cuda/gemm/fp8_gemm.h.
 # block_m 128 = two math warpgroups (throughput); block_m 64 = one (decode, small M).
-COMPILED_TILES = ((128, 112), (128, 128), (128, 144), (128, 160), (128, 192), (256, 128), (64, 32),
-                  (64, 64), (64, 128), (64, 192))
+COMPILED_TILES = ((128, 112), (128, 128), (128, 144), (128, 160), (128, 192), (256, 128), (128, 32),
+                  (128, 64), (64, 32), (64, 64), (64, 128), (64, 192))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -36,7 +36,7 @@ class GemmConfig:
     # With multicast 2, the operand the pair shares: 1 = A (the pair computes neighbouring N-blocks
     # of one M-block), 0 = B (neighbouring M-blocks of one N-block).
     multicast_a: int = 0
-    # Dense 64-row tiles only: CTAs (a cluster) per tile, each over 1 / k_splits of K, their partial
+    # Dense SPLIT_K_TILES only: CTAs (a cluster) per tile, each over 1 / k_splits of K, their partial
     # tiles added in a fixed order (cuda/gemm/split_k.cuh). 1 (none) to 4 (kMaxKSplits).
     k_splits: int = 1
 
@@ -151,53 +151,76 @@ def _decode_block_n(m: int, n: int, num_sms: int) -> int:
 # 64x128 tile's partials are 4x the bytes (its splits tie at best). A short k-loop does not win the
 # exchange back (the first version lost 30-50% at 1x7168x2048), so splits start at K = 4096 (32
 # k-blocks; between 2048 and 7168 unmeasured). Where no split fits, the tile is `_decode_block_n`'s.
+# M = 65..128 weighs the 128x32 / 128x64 tiles (one M-block, two math warpgroups: B loaded once per
+# tile) against the 64-row ones over two M-blocks by a cost per CTA fitted to the measurements:
+# ~100 ns per k-block plus its bytes at ~120 GB/s (~8.3 ns per KB: 64x32 12 KB, 64x64 16, 128x32 20,
+# 128x64 24 at M = 128), plus ~0.53 us per extra split for the exchange. In KB: k-blocks x (12 + KB
+# per k-block) + 64 x (splits - 1), the least among the options with at least 3/4 of the most CTAs
+# (an unsplit grid of several waves counts tiles / waves). A/B on an H200 (RESULTS.md, session 34;
+# us, K = 7168 unless noted): 96x2112 128x64 ks3 10.32 against 64x64 ks2 10.90 (picked before);
+# 128x2112x16384 16.67 / 19.03; 128x3072 128x64 ks2 12.68 / 64x64 13.05; 128x1536 128x64 ks4 9.49 /
+# 64x64 ks2 9.58; 96x4096 128x64 ks2 13.53 / 64x64 13.73; and where 64-row tiles stay: 96x576 64x32
+# ks3 6.87 (128x32 ks4, 72 CTAs: 7.15), 128x256 64x32 ks4 6.03 (128x32 ks4, 32 CTAs: 6.96),
+# 128x2048x4096 64x64 ks2 7.83 (128x64 ks3: 8.13).
 _SPLIT_K_MIN_K = 4096
-_SPLIT_K_MAX_M = 128  # up to two 64-row M-blocks (see `pick`)
-# The tiles and split counts split-K is compiled for: kMaxSplitKBlockN and kMaxKSplits in
-# cuda/gemm/fp8_gemm.h.
+_SPLIT_K_MAX_M = 128  # one 128-row M-block (see `pick`)
+# M = 65..128: "the most CTAs" within this factor; a k-block's fixed cost and an extra split's, in KB
+_SPLIT_K_CTA_SLACK = 0.75
+_K_BLOCK_FIXED_KB = 12
+_SPLIT_EXCHANGE_KB = 64
+# The tiles and split counts split-K is compiled for: is_split_k_tile (kMaxSplitKBlockN) and
+# kMaxKSplits in cuda/gemm/fp8_gemm.h. The 128-row ones run split only (the wave model below never
+# takes them).
 SPLIT_K_TILE_N = (32, 64)
+SPLIT_K_TILES = tuple((bm, bn) for bm in (64, 128) for bn in SPLIT_K_TILE_N)
+_SPLIT_ONLY_TILES = tuple(t for t in SPLIT_K_TILES if t[0] == 128)
 MAX_K_SPLITS = 4
 
-# clusters(block_n, cluster_size): how many clusters of that many 64 x block_n CTAs fit on the
-# device at once (_kernels.max_active_split_k_clusters asks the CUDA runtime).
-ClusterCapacity = Callable[[int, int], int]
+# clusters(block_m, block_n, cluster_size): how many clusters of that many block_m x block_n CTAs
+# fit on the device at once (_kernels.max_active_split_k_clusters asks the CUDA runtime).
+ClusterCapacity = Callable[[int, int, int], int]
 
 
-def _split_k_tile(m_blocks: int, n: int, k: int, num_sms: int,
-                  clusters: Optional[ClusterCapacity]) -> Optional[tuple[int, int]]:
-    """(block_n, k_splits) of the split 64-row tile for `m_blocks` 64-row M-blocks, or None where
-    no split beats the unsplit tiles (see the comment above)."""
-    if clusters is None or k < _SPLIT_K_MIN_K:
+def _split_k_tile(m: int, n: int, k: int, num_sms: int,
+                  clusters: Optional[ClusterCapacity]) -> Optional[tuple[int, int, int]]:
+    """(block_m, block_n, k_splits) of the split decode tile, or None where no split beats the
+    unsplit tiles (see the comments above)."""
+    if clusters is None or k < _SPLIT_K_MIN_K or m > _SPLIT_K_MAX_M:
         return None
     num_k_blocks = cdiv(k, 128)
-    best = None
-    for bn in SPLIT_K_TILE_N:
-        tiles = m_blocks * cdiv(n, bn)
+    options = []  # (CTAs, k-blocks per CTA, splits, block_m, block_n)
+    for bm, bn in SPLIT_K_TILES:
+        if bm == 128 and m <= 64:
+            continue  # a second math warpgroup would multiply rows past M
+        tiles = cdiv(m, bm) * cdiv(n, bn)
         for splits in range(1, MAX_K_SPLITS + 1):
             if splits == 1:
-                ctas = min(tiles, num_sms)
-                k_blocks = cdiv(tiles, ctas) * num_k_blocks
-            elif tiles * splits <= num_sms and tiles <= clusters(bn, splits):
-                ctas, k_blocks = tiles * splits, cdiv(num_k_blocks, splits)
-            else:
-                continue
-            key = (-ctas, k_blocks, bn)
-            if best is None or key < best[0]:
-                best = key, bn, splits
-    _, bn, splits = best
-    return None if splits == 1 else (bn, splits)
+                waves = cdiv(tiles, num_sms)
+                ctas = min(tiles, num_sms) if m <= 64 else tiles / waves
+                options.append((ctas, waves * num_k_blocks, splits, bm, bn))
+            elif tiles * splits <= num_sms and tiles <= clusters(bm, bn, splits):
+                options.append((tiles * splits, cdiv(num_k_blocks, splits), splits, bm, bn))
+    if m <= 64:
+        key = lambda o: (-o[0], o[1], o[4])  # the most CTAs, then the fewest k-blocks
+    else:
+        most = max(o[0] for o in options) * _SPLIT_K_CTA_SLACK
+        options = [o for o in options if o[0] >= most]
+        a_rows = lambda bm: min(bm, cdiv(m, 8) * 8)  # the A box's rows (M rounded up to 8 below the tile)
+        cost = lambda o: (o[1] * (_K_BLOCK_FIXED_KB + (a_rows(o[3]) + o[4]) * 128 / 1024)
+                          + _SPLIT_EXCHANGE_KB * (o[2] - 1))
+        key = lambda o: (cost(o), -o[3], o[2], o[4])
+    _, _, splits, bm, bn = min(options, key=key)
+    return None if splits == 1 else (bm, bn, splits)
 
 
 def _decode_tile(m: int, n: int, k: int, num_sms: int,
-                 clusters: Optional[ClusterCapacity]) -> Optional[tuple[int, int]]:
-    """(block_n, k_splits) of the 64-row tile of a decode GEMM (see the comments above): split over
-    K where that fills more SMs, for one M-block or two (M = 65..128); else, at M <= 64, the unsplit
-    tile of `_decode_block_n`; None for M = 65..128 without a split (the wave model picks)."""
-    if m > _SPLIT_K_MAX_M:
-        return None
-    split = _split_k_tile(cdiv(m, 64), n, k, num_sms, clusters)
+                 clusters: Optional[ClusterCapacity]) -> Optional[tuple[int, int, int]]:
+    """(block_m, block_n, k_splits) of a decode GEMM's tile (see the comments above): split over K
+    where that pays; else, at M <= 64, the unsplit 64-row tile of `_decode_block_n`; None for
+    M = 65..128 without a split (the wave model picks)."""
+    split = _split_k_tile(m, n, k, num_sms, clusters)
     if split is None and m <= 64:
-        split = _decode_block_n(m, n, num_sms), 1
+        split = 64, _decode_block_n(m, n, num_sms), 1
     return split
 
 
@@ -244,22 +267,22 @@ def pick(m: int, n: int, k: int, out_dtype, num_sms: int,
     changes the ranking where a tile's epilogue is exposed, see `_short_k_factor`). M <= 8 with
     K >= 4096 or K = 512-1024 runs without a pipeline (`_pipeline_free`); M <= 64 takes a 64-row
     tile, split over K where that fills more SMs (`_decode_tile`; no split without
-    `split_k_clusters`, the device's cluster capacity); M = 65..128 the split 64-row tile where a
+    `split_k_clusters`, the device's cluster capacity); M = 65..128 the split 128-row tile where a
     split fills more SMs, else the wave model's pick."""
     pipeline_free = _pipeline_free(m, n, k, num_sms)
     if pipeline_free is not None:
         return pipeline_free
-    # Two 64-row M-blocks (M = 65..128) split too where that fills more SMs (128x2112x7168: 64x64
-    # split 2 ways, 132 CTAs over 28 k-blocks each, +5% over 64x32's 132 over 56; RESULTS.md,
-    # session 33); the rest takes the wave model below.
+    # M = 65..128 splits one 128-row M-block where that fills more SMs (128x2112x7168: 128x64 split
+    # 3 ways, 99 CTAs over 19 k-blocks each, +11% over the wave model's 64x32; RESULTS.md, sessions
+    # 33-34); the rest takes the wave model below.
     decode = _decode_tile(m, n, k, num_sms, split_k_clusters)
     if decode is not None:
-        return GemmConfig(block_m=64, block_n=decode[0], num_stages=0, num_sms=int(num_sms), multicast=1,
-                          k_splits=decode[1])
+        return GemmConfig(block_m=decode[0], block_n=decode[1], num_stages=0, num_sms=int(num_sms), multicast=1,
+                          k_splits=decode[2])
 
     def candidates():
         for bm, bn in COMPILED_TILES:
-            if _offered(bm, out_dtype):
+            if _offered(bm, out_dtype) and (bm, bn) not in _SPLIT_ONLY_TILES:
                 # Deferred promotion and the 256-row two-wave loop cost the same per tile; the
                 # (unrolled) serial loop of 128 x 144/160/192 measured 0.99-1.03x per tile against
                 # them (4096x2112x7168, 2048x7168x7168: RESULTS.md, session 15).

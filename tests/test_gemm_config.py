@@ -19,14 +19,14 @@ SMS = (132, 114, 78)
 DTYPES = (jnp.bfloat16, jnp.float32)
 
 
-def h200_clusters(block_n: int, size: int) -> int:
+def h200_clusters(block_m: int, block_n: int, size: int) -> int:
     """What CUDA's occupancy query answered on an H200 (132 SMs) for the dense 64-row kernels:
     clusters of 2, 3, 4, ... CTAs that fit at once (RESULTS.md, session 30)."""
     return {1: 132, 2: 66, 3: 39, 4: 30, 5: 22, 6: 17, 7: 15, 8: 15}[size]
 
 
 def ideal_clusters(sms: int):
-    return lambda block_n, size: sms // size
+    return lambda block_m, block_n, size: sms // size
 
 
 def cpp_tiles(name: str) -> set[tuple[int, int]]:
@@ -63,6 +63,8 @@ def test_pick_dense(out_dtype):
             continue
         assert (c.block_m, c.block_n) in gc.COMPILED_TILES
         assert (c.num_sms, c.num_stages) == (sms, 0)
+        if c.k_splits == 1:  # (no split-K without the cluster capacity)
+            assert (c.block_m, c.block_n) not in ((128, 32), (128, 64)), (m, n, sms)  # split-K only
         # CTA pairs sharing A on the 256x128 tile (K = 7168 here), no clusters otherwise
         paired = (c.block_m, c.block_n) == (256, 128)
         assert (c.multicast, c.multicast_a) == ((2, 1) if paired else (1, 0)), (m, n, sms)
@@ -99,26 +101,34 @@ def test_pick_decode_wide_tile(m, n, k, block_n):
     assert (64, c.block_n) in gc.COMPILED_TILES
 
 
-@pytest.mark.parametrize("m,n,k,block_n,k_splits", [
-    (9, 2112, 7168, 32, 2), (64, 2112, 7168, 32, 2),  # 66 tiles x 2 = 132 CTAs
-    (9, 576, 7168, 32, 4), (16, 1024, 7168, 32, 3),  # 18 x 4, 32 x 3 (32 clusters of 4 do not fit)
-    (9, 1536, 7168, 64, 4),  # 24 x 4 = 96 CTAs, as many as 48 x 2 of 64x32 and half their k-blocks
-    (16, 4096, 7168, 64, 2), (32, 3072, 7168, 64, 2), (64, 3072, 7168, 64, 2),  # 64 / 48 tiles x 2
-    (64, 2112, 2048, 32, 1),  # K too short to pay for the exchange
-    (9, 8192, 7168, 128, 1), (64, 14336, 7168, 128, 1), (32, 5120, 7168, 64, 1),  # no split fits
-    # two M-blocks (M = 65..128): 2 x 33 tiles x 2, 2 x 24 x 2, 2 x 32 x 2 (session 33)
-    (72, 2112, 7168, 64, 2), (96, 2112, 7168, 64, 2), (128, 2112, 7168, 64, 2), (128, 1536, 7168, 64, 2),
-    (128, 1024, 7168, 32, 2),
-    (96, 4096, 7168, None, 1), (128, 2112, 2048, None, 1),  # 128 tiles of 64x64 unsplit; K too short
-    (129, 2112, 7168, None, 1)])  # three M-blocks: not a decode shape
-def test_decode_split_k(m, n, k, block_n, k_splits):
+@pytest.mark.parametrize("m,n,k,block_m,block_n,k_splits", [
+    (9, 2112, 7168, 64, 32, 2), (64, 2112, 7168, 64, 32, 2),  # 66 tiles x 2 = 132 CTAs
+    (9, 576, 7168, 64, 32, 4), (16, 1024, 7168, 64, 32, 3),  # 18 x 4, 32 x 3 (32 clusters of 4 do not fit)
+    (9, 1536, 7168, 64, 64, 4),  # 24 x 4 = 96 CTAs, as many as 48 x 2 of 64x32 and half their k-blocks
+    (16, 4096, 7168, 64, 64, 2), (32, 3072, 7168, 64, 64, 2), (64, 3072, 7168, 64, 64, 2),  # 64 / 48 tiles x 2
+    (64, 2112, 2048, 64, 32, 1),  # K too short to pay for the exchange
+    (9, 8192, 7168, 64, 128, 1), (64, 14336, 7168, 64, 128, 1), (32, 5120, 7168, 64, 64, 1),  # no split fits
+    # M = 65..128 (session 34, A/B measured): one 128-row M-block, 33 tiles x 3 = 99 CTAs over 19
+    # k-blocks rather than 2 x 33 x 2 = 132 over 28; 24 x 4; 64 x 2 (as many CTAs as 2 x 64 tiles of
+    # 64x64 unsplit, half their k-blocks); 48 x 2 (96 CTAs, as 2 x 48 64x64 tiles unsplit)
+    (72, 2112, 7168, 128, 64, 3), (96, 2112, 7168, 128, 64, 3), (128, 2112, 7168, 128, 64, 3),
+    (128, 2112, 16384, 128, 64, 3), (128, 1536, 7168, 128, 64, 4), (96, 4096, 7168, 128, 64, 2),
+    (128, 3072, 7168, 128, 64, 2),
+    # ... and two 64-row M-blocks where the 128-row splits have too few CTAs (72 of 108, 32 of 64)
+    # or a short k-loop (11 k-blocks of 24 KB and two exchanges against 16 of 16 KB and one)
+    (96, 576, 7168, 64, 32, 3), (128, 256, 7168, 64, 32, 4), (128, 2048, 4096, 64, 64, 2),
+    (128, 2112, 2048, None, None, 1), (128, 7168, 16384, None, None, 1),  # K too short; no split fits
+    (129, 2112, 7168, None, None, 1)])  # three 64-row M-blocks: not a decode shape
+def test_decode_split_k(m, n, k, block_m, block_n, k_splits):
     """Split-K on the H200's cluster capacity (`h200_clusters`): the configurations that measured
     best or within 2% of it (RESULTS.md, sessions 29-30, at M = 1: the split does not depend on M;
-    session 33 at M = 72 / 96 / 128, N = 1024 / 1536 / 2112: best, or within 1% of 64x64 split 3)."""
+    session 34 at M = 72 / 96 / 128, N = 256-4096: the faster of the 64-row and 128-row picks, A/B)."""
     c = gc.pick(m, n, k, jnp.bfloat16, 132, h200_clusters)
-    assert (block_n or c.block_n, c.k_splits) == (c.block_n, k_splits), c
+    assert (block_m or c.block_m, block_n or c.block_n, c.k_splits) == (c.block_m, c.block_n, k_splits), c
     if k_splits > 1:
-        assert c.block_m == 64 and c.multicast == 1
+        assert (c.block_m, c.block_n) in gc.SPLIT_K_TILES and c.multicast == 1
+    else:
+        assert (c.block_m, c.block_n) not in ((128, 32), (128, 64)), c  # split-K only
     assert "k_splits" not in c.attributes()  # the grouped and wgrad FFI calls take no k_splits
 
 
@@ -127,15 +137,17 @@ def test_decode_split_k(m, n, k, block_n, k_splits):
 def test_decode_split_k_fits_the_device(sms, clusters):
     """A split-K grid never exceeds the SMs nor the clusters that fit at once (a second round of
     clusters would double the time), on any decode shape, whatever the device's capacity."""
-    capacity = {"h200": h200_clusters, "ideal": ideal_clusters(sms), "none fit": lambda bn, s: 0}[clusters]
-    for m, n, k in itertools.product((9, 33, 64), (16, 576, 1024, 2112, 4096, 7168, 24576), (2048, 4096, 7168)):
+    capacity = {"h200": h200_clusters, "ideal": ideal_clusters(sms), "none fit": lambda bm, bn, s: 0}[clusters]
+    for m, n, k in itertools.product((9, 33, 64, 65, 128), (16, 576, 1024, 2112, 4096, 7168, 24576),
+                                     (2048, 4096, 7168)):
         c = gc.pick(m, n, k, jnp.bfloat16, sms, capacity)
-        tiles = -(-n // c.block_n)
+        tiles = -(-m // c.block_m) * -(-n // c.block_n)
         if clusters == "none fit" or k < 4096:
             assert c.k_splits == 1
         if c.k_splits > 1:
-            assert tiles * c.k_splits <= sms and tiles <= capacity(c.block_n, c.k_splits), (m, n, k, c)
-            assert c.block_n in (32, 64) and 2 <= c.k_splits <= 4
+            assert tiles * c.k_splits <= sms and tiles <= capacity(c.block_m, c.block_n, c.k_splits), (m, n, k, c)
+            assert (c.block_m, c.block_n) in gc.SPLIT_K_TILES and 2 <= c.k_splits <= 4
+            assert c.block_m == 64 or m > 64  # a 128-row tile's second warpgroup needs rows
 
 
 @pytest.mark.parametrize("out_dtype", DTYPES)

@@ -5,6 +5,8 @@ allocator hands the kernel memory that a large NaN array just freed, so an eleme
 fails to write shows up as NaN.
 """
 
+import itertools
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -252,29 +254,35 @@ def test_split_k_cluster_capacity():
     splits: at least one cluster, never more CTAs than SMs, fewer clusters as they grow, 0 past
     the compiled splits and on a tile without split-K. The decode shapes' picks fit it."""
     sms = _kernels.num_sms()
-    for block_n in (32, 64):
-        clusters = [_kernels.max_active_split_k_clusters(block_n, s) for s in range(1, 5)]
+    for block_m, block_n in gemm_config.SPLIT_K_TILES:
+        clusters = [_kernels.max_active_split_k_clusters(block_m, block_n, s) for s in range(1, 5)]
         assert clusters[0] == sms, clusters
         assert all(1 <= c and c * s <= sms for s, c in enumerate(clusters, 1)), clusters
         assert clusters == sorted(clusters, reverse=True), clusters
-        assert _kernels.max_active_split_k_clusters(block_n, 5) == 0
-    assert _kernels.max_active_split_k_clusters(128, 2) == 0
-    for n in (576, 1024, 1536, 2112, 4096):
-        c = gemm_config.pick(16, n, 7168, jnp.bfloat16, sms, _kernels.max_active_split_k_clusters)
-        assert c.k_splits > 1, c  # all of these leave SMs idle unsplit
-        assert -(-n // c.block_n) <= _kernels.max_active_split_k_clusters(c.block_n, c.k_splits), c
+        assert _kernels.max_active_split_k_clusters(block_m, block_n, 5) == 0
+    assert _kernels.max_active_split_k_clusters(64, 128, 2) == 0
+    assert _kernels.max_active_split_k_clusters(128, 128, 2) == 0
+    for m, n in itertools.product((16, 96), (576, 1024, 1536, 2112, 4096)):
+        c = gemm_config.pick(m, n, 7168, jnp.bfloat16, sms, _kernels.max_active_split_k_clusters)
+        if m <= 64:
+            assert c.k_splits > 1, c  # all of these leave SMs idle unsplit
+        tiles = -(-m // c.block_m) * -(-n // c.block_n)
+        assert tiles <= _kernels.max_active_split_k_clusters(c.block_m, c.block_n, c.k_splits), c
 
 
 @pytest.mark.parametrize("m,n,k", [(1, 2112, 7168), (7, 1000, 1552), (64, 272, 208), (63, 2112, 4112),
-                                   (96, 2112, 7168), (129, 1000, 1552)])
-@pytest.mark.parametrize("block_n,k_splits", [(32, 2), (32, 3), (64, 3), (64, 4)])
+                                   (77, 1000, 1552), (96, 2112, 7168), (128, 272, 208), (129, 1000, 1552)])
+@pytest.mark.parametrize("block_m,block_n,k_splits", [(64, 32, 2), (64, 32, 3), (64, 64, 3), (64, 64, 4),
+                                                      (128, 32, 2), (128, 32, 4), (128, 64, 3)])
 @pytest.mark.parametrize("out_dtype", [jnp.bfloat16, jnp.float32])
-def test_gemm_split_k_kernel(rng, m, n, k, block_n, k_splits, out_dtype):
+def test_gemm_split_k_kernel(rng, m, n, k, block_m, block_n, k_splits, out_dtype):
     """Split-K decode tiles (clusters adding their partials through distributed shared memory):
-    M % 4 != 0 (A's scales viewed flat, each rank's box at its own k-block), K not a multiple of
-    128, fewer k-blocks than ranks (empty k-ranges: 208 = 2 k-blocks), partial N-blocks, several
-    M-blocks (96: two, as `pick` splits M = 65..128; 129: a third of one row, flat scales)."""
-    config = gemm_config.GemmConfig(64, block_n, 0, _kernels.num_sms(), 1, k_splits=k_splits)
+    M % 4 != 0 (64-row tiles: A's scales viewed flat, each rank's box at its own k-block), K not a
+    multiple of 128, fewer k-blocks than ranks (empty k-ranges: 208 = 2 k-blocks), partial N-blocks,
+    several M-blocks (64-row tiles at 96: two, as `pick` splits M = 65..128; 129: a last one of a
+    row), and the 128-row tiles' two math warpgroups sending and owning rows across both halves,
+    also where M fills one of them only (1, 7, 63, 64) or part of the second (77, 96)."""
+    config = gemm_config.GemmConfig(block_m, block_n, 0, _kernels.num_sms(), 1, k_splits=k_splits)
     check_dense_config(rng, m, n, k, config, out_dtype)
 
 

@@ -264,9 +264,9 @@ std::vector<Variant> correctness_variants(const Options& o) {
         const int shallow = std::min(3, fp8gemm::max_stages(t.block_m, t.block_n, out));  // 256x128 f32: 2
         v.push_back({GemmConfig{t.block_m, t.block_n, shallow, mc == 2 ? 6 : 5, mc, mc_a}, out});
       }
-      // Split-K (64-row tiles; selected with --multicast=1): uneven k-ranges, empty ones when K has
-      // fewer k-blocks than splits, a shallow ring.
-      if (t.block_m == 64 && t.block_n <= fp8gemm::kMaxSplitKBlockN && multicast_selected(o, 1, 0)) {
+      // Split-K (is_split_k_tile; selected with --multicast=1): uneven k-ranges, empty ones when K
+      // has fewer k-blocks than splits, a shallow ring.
+      if (fp8gemm::is_split_k_tile(t.block_m, t.block_n) && multicast_selected(o, 1, 0)) {
         for (int ks = 2; ks <= fp8gemm::kMaxKSplits; ++ks) {
           v.push_back({GemmConfig{t.block_m, t.block_n, 0, 0, 1, 0, ks}, out});
           v.push_back({GemmConfig{t.block_m, t.block_n, 2, 0, 1, 0, ks}, out});
@@ -286,7 +286,7 @@ std::vector<Variant> bench_variants(const Options& o) {
     for (const auto& [mc, mc_a] : kMulticastModes)
       if (multicast_selected(o, mc, mc_a) && fp8gemm::is_compiled(GemmConfig{t.block_m, t.block_n, 0, 0, mc, mc_a}, o.bench_out))
         v.push_back({GemmConfig{t.block_m, t.block_n, 0, 0, mc, mc_a}, o.bench_out});
-    if (t.block_m == 64 && t.block_n <= fp8gemm::kMaxSplitKBlockN && multicast_selected(o, 1, 0))
+    if (fp8gemm::is_split_k_tile(t.block_m, t.block_n) && multicast_selected(o, 1, 0))
       for (int ks = 2; ks <= fp8gemm::kMaxKSplits; ++ks) v.push_back({GemmConfig{t.block_m, t.block_n, 0, 0, 1, 0, ks}, o.bench_out});
   }
   return v;
@@ -430,8 +430,8 @@ void check_rejections(const HostData& h, const DeviceData& dd) {
   c.multicast_a = 1;  // sharing A needs a cluster of 2
   expect_invalid(p, c, "multicast_a without a cluster");
   c = good;
-  c.k_splits = 2;  // split-K: 64-row tiles only
-  expect_invalid(p, c, "k_splits with a 128-row tile");
+  c.k_splits = 2;  // split-K: 64 / 128 x 32 / 64 tiles only
+  expect_invalid(p, c, "k_splits with a 128x128 tile");
   c = GemmConfig{64, 64, 0, 0, 1, 0, fp8gemm::kMaxKSplits + 1};
   expect_invalid(p, c, "k_splits past kMaxKSplits");
   c = GemmConfig{64, 128, 0, 0, 1, 0, 2};

@@ -37,7 +37,7 @@ if sys.argv[1:] == ["quantize"]:
         jax.block_until_ready(fg.quantize_rowwise_transpose_act_grad(x, 2 * x, "gelu"))
     print("sanitize_small: done")
     sys.exit(0)
-for m, n, k in [(1, 16, 128), (7, 48, 400), (130, 264, 400), (64, 160, 144)]:
+for m, n, k in [(1, 16, 128), (7, 48, 400), (130, 264, 400), (64, 160, 144), (100, 72, 400)]:
     a, a_s = fg.quantize_rowwise(jax.random.normal(key, (m, k)))
     b, b_s = fg.quantize_blockwise(jax.random.normal(key, (n, k)))
     for out_dtype in (jnp.bfloat16, jnp.float32):
@@ -46,9 +46,9 @@ for m, n, k in [(1, 16, 128), (7, 48, 400), (130, 264, 400), (64, 160, 144)]:
         jax.block_until_ready(gemm_kernel_call(a, a_s, b, b_s, gemm_config.GEMV))
     if m <= 8:  # the same on mma.sync
         jax.block_until_ready(gemm_kernel_call(a, a_s, b, b_s, gemm_config.GEMV_MMA))
-    if m <= 64:  # split-K decode tiles (K this short picks none): clusters exchanging partials
-        for block_n, k_splits in ((32, 2), (32, 3), (64, 4)):
-            config = gemm_config.GemmConfig(64, block_n, 0, _kernels.num_sms(), 1, k_splits=k_splits)
+    if m <= 128:  # split-K decode tiles (K this short picks none): clusters exchanging partials
+        for block_m, block_n, k_splits in ((64, 32, 2), (64, 32, 3), (64, 64, 4), (128, 32, 3), (128, 64, 2)):
+            config = gemm_config.GemmConfig(block_m, block_n, 0, _kernels.num_sms(), 1, k_splits=k_splits)
             jax.block_until_ready(gemm_kernel_call(a, a_s, b, b_s, config))
 sizes = jnp.asarray([50, 0, 70, 20], jnp.int32)  # sum 140 < M: tail rows zero
 a, a_s = fg.quantize_rowwise(jax.random.normal(key, (150, 400)))

@@ -401,11 +401,11 @@ bool offered(const GemmConfig& cfg, OutDtype out) { return !(cfg.block_m == 256 
 
 namespace {
 // Clusters: none (multicast 1, multicast_a 0) or pairs (multicast 2) sharing B (0) or A (1); or
-// split-K (k_splits 2 .. kMaxKSplits, 64x32 / 64x64 tiles, no multicast).
+// split-K (k_splits 2 .. kMaxKSplits, is_split_k_tile, no multicast).
 bool valid_cluster(const GemmConfig& cfg) {
   if (cfg.k_splits != 1)
-    return cfg.k_splits >= 2 && cfg.k_splits <= kMaxKSplits && cfg.block_m == 64 &&
-           cfg.block_n <= kMaxSplitKBlockN && cfg.multicast == 1 && cfg.multicast_a == 0;
+    return cfg.k_splits >= 2 && cfg.k_splits <= kMaxKSplits && is_split_k_tile(cfg.block_m, cfg.block_n) &&
+           cfg.multicast == 1 && cfg.multicast_a == 0;
   return (cfg.multicast == 1 && cfg.multicast_a == 0) ||
          (cfg.multicast == 2 && (cfg.multicast_a == 0 || cfg.multicast_a == 1));
 }
@@ -425,13 +425,13 @@ int max_stages(int block_m, int block_n, OutDtype out) {
   return std::max(0, stages_that_fit(registry()[idx], kSmemPerBlockSm90));
 }
 
-int max_active_split_k_clusters(int block_n, int cluster_size) {
-  const int idx = find_entry(64, block_n, OutDtype::kBF16);
-  if (idx < 0 || block_n > kMaxSplitKBlockN || cluster_size < 1 || cluster_size > kMaxKSplits) return 0;
+int max_active_split_k_clusters(int block_m, int block_n, int cluster_size) {
+  const int idx = find_entry(block_m, block_n, OutDtype::kBF16);
+  if (idx < 0 || !is_split_k_tile(block_m, block_n) || cluster_size < 1 || cluster_size > kMaxKSplits) return 0;
   const KernelEntry& e = registry()[idx];
   LaunchSetup s;
   int clusters = 0;
-  if (setup_launch(e, GemmConfig{64, block_n, 0, 0, 1}, /*min_stages=*/1, &s) != cudaSuccess ||
+  if (setup_launch(e, GemmConfig{block_m, block_n, 0, 0, 1}, /*min_stages=*/1, &s) != cudaSuccess ||
       ensure_smem_attribute(g_smem_attribute_set[idx][s.dev], e.fn, s.smem_limit) != cudaSuccess ||
       max_active_clusters(e, s.dev, s.smem_bytes, cluster_size, &clusters) != cudaSuccess)
     return 0;
@@ -459,7 +459,7 @@ cudaError_t launch_fp8_gemm(const GemmProblem& p, const GemmConfig& cfg, cudaStr
   const int k_splits = cfg.k_splits;
   LaunchSetup s;
   cudaError_t err = setup_launch(e, cfg, /*min_stages=*/1, &s,
-                                 sfb_staging_bytes(sfb_staged_floats) + split_k::smem_bytes(e.block_n, k_splits));
+                                 sfb_staging_bytes(sfb_staged_floats) + split_k::smem_bytes(e.block_m, e.block_n, k_splits));
   if (err != cudaSuccess) return err;
   err = ensure_smem_attribute(g_smem_attribute_set[entry_idx][s.dev], e.fn, s.smem_limit);
   if (err != cudaSuccess) return err;

@@ -31,9 +31,9 @@ struct GemmConfig {
   // With multicast 2, which operand the CTA pair shares: 0 = B (the pair works on neighbouring
   // M-blocks of one N-block), 1 = A (neighbouring N-blocks of one M-block; A's scales come along).
   int multicast_a = 0;
-  // Dense 64x32 / 64x64 tiles only (decode): CTAs per tile, each over 1 / k_splits of the k-blocks, their
-  // partial tiles added in a fixed order through distributed shared memory (a cluster of k_splits,
-  // no multicast; cuda/gemm/split_k.cuh). 1 (none) or 2 .. kMaxKSplits (4).
+  // Dense decode tiles only (is_split_k_tile: 64 or 128 x 32 or 64): CTAs per tile, each over 1 /
+  // k_splits of the k-blocks, their partial tiles added in a fixed order through distributed shared
+  // memory (a cluster of k_splits, no multicast; cuda/gemm/split_k.cuh). 1 (none) or 2 .. kMaxKSplits (4).
   int k_splits = 1;
 };
 // The most CTAs of a split-K cluster, and the widest tile split. Up to 8 (a portable cluster) work,
@@ -42,6 +42,11 @@ struct GemmConfig {
 // made the 64x64 / 64x128 kernels spill 12-52 bytes; without them nothing spills.
 constexpr int kMaxKSplits = 4;
 constexpr int kMaxSplitKBlockN = 64;
+// The tiles that split K: one 64-row M-block (M <= 64) or one 128-row one (M = 65..128: two math
+// warpgroups, B loaded once per tile instead of once per 64-row M-block), 32 or 64 columns.
+__host__ __device__ constexpr bool is_split_k_tile(int block_m, int block_n) {
+  return (block_m == 64 || block_m == 128) && block_n <= kMaxSplitKBlockN;
+}
 
 // The decode GEMM of M <= kGemvMaxM rows on the CUDA cores (fp8_gemv.cu): selected by the
 // configuration {kGemvMaxM, kGemvRows} (its "tile": up to 4 rows of A x 8 rows of B per CTA; the
@@ -79,6 +84,8 @@ cudaError_t launch_fp8_gemv_mma(const GemmProblem& p, cudaStream_t stream);
 //     192  straddles (every other tile); the widest one-wave tile: 96 + 96 registers of output
 //          and accumulator (serial promotion) and 22% less operand traffic per FLOP than 128x128.
 //          N=2112 -> 11 N-blocks (M=4096: 352 tiles = 2.67 waves; DeepGEMM's pick there).
+//     32, 64  split-K only (gemm_config.pick: M = 65..128, one M-block of two 64-row halves, K split
+//             2-4 ways): B is loaded once per tile, where two 64-row M-blocks load it twice.
 //   block_m = 256 (two math warpgroups, two 64-row waves each, serial promotion), block_n = 128:
 //          half the B traffic per FLOP of 128x128 (L2 -> SM bandwidth is what 128-row tiles run
 //          into on the H100); bf16 output (f32: compiled, not offered until measured). Runs in CTA
@@ -99,14 +106,14 @@ cudaError_t launch_fp8_gemv_mma(const GemmProblem& p, cudaStream_t stream);
 //             N = 18432, K = 7168); straddles scale blocks, so it runs all of K (no split-K) and
 //             promotes serially (96 + 96 registers).
 // Shared memory (max_stages, bf16 / f32 out): 128x112 6/5, 128x128 5/5, 128x144 5/4, 128x160 5/4, 128x192 4/3,
-// 256x128 3/2, 64x32 18/17, 64x64 13/12, 64x128 8/8, 64x192 6/5.
+// 256x128 3/2, 128x32 10/10, 128x64 8/7, 64x32 18/17, 64x64 13/12, 64x128 8/8, 64x192 6/5.
 // ------------------------------------------------------------------------------------------------
 struct CompiledTile {
   int block_m, block_n;
 };
 inline constexpr CompiledTile kCompiledTiles[] = {
-    {128, 112}, {128, 128}, {128, 144}, {128, 160}, {128, 192}, {256, 128}, {64, 32}, {64, 64}, {64, 128},
-    {64, 192},
+    {128, 112}, {128, 128}, {128, 144}, {128, 160}, {128, 192}, {256, 128}, {128, 32}, {128, 64}, {64, 32},
+    {64, 64},   {64, 128},  {64, 192},
 };
 inline constexpr int kCompiledBlockN[] = {32, 64, 112, 128, 144, 160, 192};
 inline constexpr int kNumCompiledTiles = static_cast<int>(sizeof(kCompiledTiles) / sizeof(kCompiledTiles[0]));
@@ -122,11 +129,11 @@ bool is_compiled(const GemmConfig& cfg, OutDtype out);
 //   with sfa_rows = block_m + 4 (block_m 256: 256)
 int max_stages(int block_m, int block_n, OutDtype out);
 
-// How many clusters of `cluster_size` CTAs of the dense 64 x block_n kernel (bf16 out, one CTA per
-// SM) the current device holds at once: a split-K grid larger than that runs in two rounds. Not
+// How many clusters of `cluster_size` CTAs of the dense block_m x block_n kernel (bf16 out, one CTA
+// per SM) the current device holds at once: a split-K grid larger than that runs in two rounds. Not
 // every GPC holds a whole number of clusters (an H200's 132 SMs: 66 of 2, 39 of 3, 30 of 4, 15 of
 // 8). 0 past kMaxKSplits, for a tile without split-K, or if the query fails.
-int max_active_split_k_clusters(int block_n, int cluster_size);
+int max_active_split_k_clusters(int block_m, int block_n, int cluster_size);
 
 // Launches on `stream`. No allocation, no host synchronisation, no stream queries (this is called
 // inside CUDA-graph capture). Encodes TMA descriptors on the host per call and passes them as

@@ -30,7 +30,7 @@
 //             1's, so a stage is free in a CTA only when BOTH CTAs' consumers are done with it --
 //             required because rank 0's multicast writes the shared tile into both CTAs.
 //             If the peer CTA has no tile any more, both arrivals go to the own barrier.
-// Split-K (dense 64-row tiles, GemmKernelArgs::k_splits): a cluster of k_splits CTAs per tile, each
+// Split-K (dense decode tiles, GemmKernelArgs::k_splits): a cluster of k_splits CTAs per tile, each
 // over its k-range; their partial tiles are added through distributed shared memory (split_k.cuh).
 // Edges: TMA zero-fills out-of-bounds loads (a partial last k-block contributes zeros, rows >= M
 // and columns >= N read as zero) and clips out-of-bounds stores.
@@ -385,9 +385,8 @@ __global__ void __launch_bounds__(GemmTraits<BLOCK_M, BLOCK_N, Epilogue, kPerRow
   constexpr bool kTileKRange = detail::HasTileKRange<Scheduler>::value;
   constexpr bool kMaskShared = detail::MasksSharedBlocks<Scheduler>::value;
   using Traits = GemmTraits<BLOCK_M, BLOCK_N, Epilogue, kPerRowScaleB, kMaskShared>;
-  // Split-K over a cluster (args.k_splits > 1): the dense 64x32 / 64x64 tiles (split_k.cuh).
-  constexpr bool kMaySplitK =
-      BLOCK_M == 64 && BLOCK_N <= kMaxSplitKBlockN && kTileKRange && !kPerRowScaleB && !Epilogue::kMasksRows;
+  // Split-K over a cluster (args.k_splits > 1): the dense decode tiles, 64 or 128 x 32 or 64 (split_k.cuh).
+  constexpr bool kMaySplitK = is_split_k_tile(BLOCK_M, BLOCK_N) && kTileKRange && !kPerRowScaleB && !Epilogue::kMasksRows;
   using Wgmma = ptx::WgmmaFp8<BLOCK_N>;
   constexpr int kNumAcc = Traits::kNumAcc;
   static_assert(Wgmma::kNumAcc == kNumAcc, "wgmma shape");
@@ -451,7 +450,7 @@ __global__ void __launch_bounds__(GemmTraits<BLOCK_M, BLOCK_N, Epilogue, kPerRow
       ptx::mbar_init(&empty_bar[s], stage_sharers * Traits::kNumMathThreads / 32);
       if constexpr (kMaskShared) ptx::mbar_init(&loaded_bar[s], 1);
     }
-    if (split_k) ptx::mbar_init(split_k::barrier_of(split_buf, BLOCK_N, args.k_splits), 1);
+    if (split_k) ptx::mbar_init(split_k::barrier_of(split_buf, BLOCK_M, BLOCK_N, args.k_splits), 1);
     if (tile_ring != nullptr) tile_ring->init(Traits::kNumMathThreads);
     if constexpr (Traits::kScaleMma) {
       // The 16-byte pad after each SFB slot's scale operand (read as the last row's k 8-15).
@@ -1093,12 +1092,13 @@ __global__ void __launch_bounds__(GemmTraits<BLOCK_M, BLOCK_N, Epilogue, kPerRow
         // Split-K: the cluster's partial tiles added in the owners of their rows, which store them.
         if constexpr (kMaySplitK) {
           using OutT = std::conditional_t<Epilogue::kElemBytes == 2, __nv_bfloat16, float>;
-          const uint32_t warp = static_cast<uint32_t>(tid_in_wg) / 32;
-          const bool owns = split_k::reduce(out, split_buf, args.k_splits, cta_rank, warp, lane);
+          const uint32_t warp = 4 * static_cast<uint32_t>(wg) + static_cast<uint32_t>(tid_in_wg) / 32;  // math warp
+          const bool owns =
+              split_k::reduce<Traits::kNumMathThreads / 32>(out, split_buf, args.k_splits, cta_rank, warp, lane);
           FP8GEMM_TIMELINE_MARK(timeline_thread, wg, timeline_tile, 7);  // reduced (or sent)
           if (owns) split_k::store_rows<OutT>(out, args.d, args.ld_d, tile, warp, lane);
 #ifdef FP8GEMM_EXPERIMENT_SPLITK_LATE_WAIT  // (the bytes must be in before this CTA exits)
-          if (owns) ptx::mbar_wait(split_k::barrier_of(split_buf, BLOCK_N, args.k_splits), 0);
+          if (owns) ptx::mbar_wait(split_k::barrier_of(split_buf, BLOCK_M, BLOCK_N, args.k_splits), 0);
 #endif
         }
       } else if (active) {
@@ -1140,7 +1140,8 @@ __global__ void __launch_bounds__(GemmTraits<BLOCK_M, BLOCK_N, Epilogue, kPerRow
 // kCompiledTiles in fp8_gemm.h (checked by a static_assert in fp8_gemm.cu).
 // ------------------------------------------------------------------------------------------------
 #define FP8GEMM_COMPILED_TILES(X) \
-  X(128, 112) X(128, 128) X(128, 144) X(128, 160) X(128, 192) X(256, 128) X(64, 32) X(64, 64) X(64, 128) X(64, 192)
+  X(128, 112) X(128, 128) X(128, 144) X(128, 160) X(128, 192) X(256, 128) X(128, 32) X(128, 64) X(64, 32) X(64, 64) \
+  X(64, 128) X(64, 192)
 
 namespace detail {
 

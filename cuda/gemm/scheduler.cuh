@@ -29,6 +29,7 @@
 #include <cstdint>
 
 #include "common/sm90_ptx.cuh"
+#include "gemm/fp8_gemm.h"
 
 namespace fp8gemm {
 
@@ -240,9 +241,10 @@ struct DenseSchedulerParams {
 template <int BLOCK_M, int BLOCK_N>
 struct DenseScheduler {
   using Params = DenseSchedulerParams;  // not templated: one host-side launch signature for all tiles
-  // The 64-row tiles read their k-range from the tile (split-K); the others run all of K, as do the
-  // 64-row tiles that straddle B-scale blocks (64x192: their staged B scales assume the whole K).
-  static constexpr bool kTileKRange = BLOCK_M == 64 && 128 % BLOCK_N == 0;
+  // The 64-row tiles and the split-K tiles read their k-range from the tile (split-K); the others run
+  // all of K, as do the 64-row tiles that straddle B-scale blocks (64x192: their staged B scales
+  // assume the whole K).
+  static constexpr bool kTileKRange = (BLOCK_M == 64 && 128 % BLOCK_N == 0) || is_split_k_tile(BLOCK_M, BLOCK_N);
 
   int num_m_blocks, num_n_blocks, num_tiles;
   int num_banded, num_other;  // blocks along the banded axis and along the other one

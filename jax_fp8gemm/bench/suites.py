@@ -158,8 +158,8 @@ def gemm_sweep_suite(progress: Progress, shapes=GEMM_SHAPES) -> Iterator[dict]:
         for bm, bn in gemm_config.COMPILED_TILES:
             if m <= 64 and bm > 64:
                 continue
-            # Clusters: multicast pairs (none, sharing B, sharing A); 64x32 / 64x64 tiles also split-K.
-            splits = range(2, gemm_config.MAX_K_SPLITS + 1) if bm == 64 and bn in gemm_config.SPLIT_K_TILE_N else ()
+            # Clusters: multicast pairs (none, sharing B, sharing A); SPLIT_K_TILES also split-K.
+            splits = range(2, gemm_config.MAX_K_SPLITS + 1) if (bm, bn) in gemm_config.SPLIT_K_TILES else ()
             for mc, mc_a, ks in [(1, 0, 1), (2, 0, 1), (2, 1, 1)] + [(1, 0, ks) for ks in splits]:
                 name = f"{bm}x{bn}/" + (f"ks{ks}" if ks > 1 else f"mc{mc}{'A' if mc_a else ''}")
                 candidates.append((name, gemm_config.GemmConfig(bm, bn, 0, _kernels.num_sms(), mc, mc_a, ks)))
