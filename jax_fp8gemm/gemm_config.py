@@ -151,23 +151,27 @@ def _decode_block_n(m: int, n: int, num_sms: int) -> int:
 # 64x128 tile's partials are 4x the bytes (its splits tie at best). A short k-loop does not win the
 # exchange back (the first version lost 30-50% at 1x7168x2048), so splits start at K = 4096 (32
 # k-blocks; between 2048 and 7168 unmeasured). Where no split fits, the tile is `_decode_block_n`'s.
-# M = 65..128 weighs the 128x32 / 128x64 tiles (one M-block, two math warpgroups: B loaded once per
-# tile) against the 64-row ones over two M-blocks by a cost per CTA fitted to the measurements:
-# ~100 ns per k-block plus its bytes at ~120 GB/s (~8.3 ns per KB: 64x32 12 KB, 64x64 16, 128x32 20,
-# 128x64 24 at M = 128), plus ~0.53 us per extra split for the exchange. In KB: k-blocks x (12 + KB
-# per k-block) + 64 x (splits - 1), the least among the options with at least 3/4 of the most CTAs
-# (an unsplit grid of several waves counts tiles / waves). A/B on an H200 (RESULTS.md, session 34;
-# us, K = 7168 unless noted): 96x2112 128x64 ks3 10.32 against 64x64 ks2 10.90 (picked before);
-# 128x2112x16384 16.67 / 19.03; 128x3072 128x64 ks2 12.68 / 64x64 13.05; 128x1536 128x64 ks4 9.49 /
-# 64x64 ks2 9.58; 96x4096 128x64 ks2 13.53 / 64x64 13.73; and where 64-row tiles stay: 96x576 64x32
-# ks3 6.87 (128x32 ks4, 72 CTAs: 7.15), 128x256 64x32 ks4 6.03 (128x32 ks4, 32 CTAs: 6.96),
-# 128x2048x4096 64x64 ks2 7.83 (128x64 ks3: 8.13).
+# M = 65..128 from K = 6144 weighs the 128x32 / 128x64 tiles (one M-block, two math warpgroups: B
+# loaded once per tile) against the 64-row ones over two M-blocks, by a cost per CTA fitted to A/B
+# runs: ~100 ns per k-block plus its A and B bytes at ~120 GB/s (~8.3 ns per KB: 64x32 12 KB, 64x64
+# 16, 128x32 20, 128x64 24), plus ~0.53 us per extra split (the exchange); in KB, k-blocks x (12 +
+# KB per k-block) + 64 x (splits - 1). The least cost wins among the options with at least 3/4 of the
+# most CTAs (an unsplit grid of several waves counts tiles / waves). A/B, H200, us, K = 7168 unless
+# noted (RESULTS.md, session 34), the pick first: 96x2112 128x64 ks3 10.32 / 64x64 ks2 10.90 (the
+# earlier pick); 128x2112x16384 16.67 / 19.03; 96x2048x16384 18.1 / 20.0 (H100); 128x3072 128x64 ks2
+# 12.68 / 64x64 13.05; 72x1536 128x64 ks4 9.28 / 64x64 ks2 9.38; 96x4096 128x64 ks2 13.53 / 64x64
+# 13.73; 128x1024 64x64 ks3 8.21 / 64x32 ks2 8.33; 96x576 64x32 ks3 6.87 / 128x32 ks4 (72 CTAs) 7.15;
+# 128x256 64x32 ks4 6.03 / 128x32 ks4 (32 CTAs) 6.96. At K = 4096 the 128-row splits lost everywhere
+# (their fixed cost is ~1 us more), so there the 64-row rule above stays: 128x2048 64x64 ks2 7.83 /
+# 128x64 ks3 8.13, 72x2112 7.93 / 8.10; on an H100 128x1536 7.55 / 128x64 ks4 8.20, 96x3072 64x64 9.15
+# / 128x64 ks2 9.95, 128x4096 10.52 / 11.57.
 _SPLIT_K_MIN_K = 4096
 _SPLIT_K_MAX_M = 128  # one 128-row M-block (see `pick`)
 # M = 65..128: "the most CTAs" within this factor; a k-block's fixed cost and an extra split's, in KB
 _SPLIT_K_CTA_SLACK = 0.75
 _K_BLOCK_FIXED_KB = 12
 _SPLIT_EXCHANGE_KB = 64
+_SPLIT_K_128_MIN_K = 6144  # 128-row splits lost at K = 4096 and won at 7168 (between: unmeasured)
 # The tiles and split counts split-K is compiled for: is_split_k_tile (kMaxSplitKBlockN) and
 # kMaxKSplits in cuda/gemm/fp8_gemm.h. The 128-row ones run split only (the wave model below never
 # takes them).
@@ -188,26 +192,27 @@ def _split_k_tile(m: int, n: int, k: int, num_sms: int,
     if clusters is None or k < _SPLIT_K_MIN_K or m > _SPLIT_K_MAX_M:
         return None
     num_k_blocks = cdiv(k, 128)
+    # M = 65..128 from K = 6144 (48 k-blocks): the fitted cost, 128-row tiles included; else the
+    # 64-row tiles by the most CTAs, then the fewest k-blocks.
+    fitted = m > 64 and k >= _SPLIT_K_128_MIN_K
     options = []  # (CTAs, k-blocks per CTA, splits, block_m, block_n)
     for bm, bn in SPLIT_K_TILES:
-        if bm == 128 and m <= 64:
-            continue  # a second math warpgroup would multiply rows past M
+        if bm == 128 and not fitted:
+            continue
         tiles = cdiv(m, bm) * cdiv(n, bn)
         for splits in range(1, MAX_K_SPLITS + 1):
             if splits == 1:
                 waves = cdiv(tiles, num_sms)
-                ctas = min(tiles, num_sms) if m <= 64 else tiles / waves
+                ctas = tiles / waves if fitted else min(tiles, num_sms)
                 options.append((ctas, waves * num_k_blocks, splits, bm, bn))
             elif tiles * splits <= num_sms and tiles <= clusters(bm, bn, splits):
                 options.append((tiles * splits, cdiv(num_k_blocks, splits), splits, bm, bn))
-    if m <= 64:
+    if not fitted:
         key = lambda o: (-o[0], o[1], o[4])  # the most CTAs, then the fewest k-blocks
     else:
         most = max(o[0] for o in options) * _SPLIT_K_CTA_SLACK
         options = [o for o in options if o[0] >= most]
-        a_rows = lambda bm: min(bm, cdiv(m, 8) * 8)  # the A box's rows (M rounded up to 8 below the tile)
-        cost = lambda o: (o[1] * (_K_BLOCK_FIXED_KB + (a_rows(o[3]) + o[4]) * 128 / 1024)
-                          + _SPLIT_EXCHANGE_KB * (o[2] - 1))
+        cost = lambda o: o[1] * (_K_BLOCK_FIXED_KB + (o[3] + o[4]) * 128 / 1024) + _SPLIT_EXCHANGE_KB * (o[2] - 1)
         key = lambda o: (cost(o), -o[3], o[2], o[4])
     _, _, splits, bm, bn = min(options, key=key)
     return None if splits == 1 else (bm, bn, splits)

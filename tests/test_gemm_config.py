@@ -117,6 +117,9 @@ def test_pick_decode_wide_tile(m, n, k, block_n):
     # ... and two 64-row M-blocks where the 128-row splits have too few CTAs (72 of 108, 32 of 64)
     # or a short k-loop (11 k-blocks of 24 KB and two exchanges against 16 of 16 KB and one)
     (96, 576, 7168, 64, 32, 3), (128, 256, 7168, 64, 32, 4), (128, 2048, 4096, 64, 64, 2),
+    (72, 2112, 4096, 64, 64, 2), (128, 1024, 7168, 64, 64, 3), (72, 1536, 7168, 128, 64, 4),
+    (128, 1536, 4096, 64, 64, 2), (96, 3072, 4096, 64, 64, 1), (128, 4096, 4096, 64, 64, 1),  # K = 4096
+    (96, 2048, 16384, 128, 64, 3),
     (128, 2112, 2048, None, None, 1), (128, 7168, 16384, None, None, 1),  # K too short; no split fits
     (129, 2112, 7168, None, None, 1)])  # three 64-row M-blocks: not a decode shape
 def test_decode_split_k(m, n, k, block_m, block_n, k_splits):

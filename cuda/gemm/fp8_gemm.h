@@ -84,8 +84,9 @@ cudaError_t launch_fp8_gemv_mma(const GemmProblem& p, cudaStream_t stream);
 //     192  straddles (every other tile); the widest one-wave tile: 96 + 96 registers of output
 //          and accumulator (serial promotion) and 22% less operand traffic per FLOP than 128x128.
 //          N=2112 -> 11 N-blocks (M=4096: 352 tiles = 2.67 waves; DeepGEMM's pick there).
-//     32, 64  split-K only (gemm_config.pick: M = 65..128, one M-block of two 64-row halves, K split
-//             2-4 ways): B is loaded once per tile, where two 64-row M-blocks load it twice.
+//     32, 64  split-K only (gemm_config.pick: M = 65..128 from K = 6144, one M-block of two 64-row
+//             halves, K split 2-4 ways): B is loaded once per tile, where two 64-row M-blocks load it
+//             twice (96x2112x7168 10.90 -> 10.32 us, 128x2112x16384 19.0 -> 16.7; RESULTS.md, session 34).
 //   block_m = 256 (two math warpgroups, two 64-row waves each, serial promotion), block_n = 128:
 //          half the B traffic per FLOP of 128x128 (L2 -> SM bandwidth is what 128-row tiles run
 //          into on the H100); bf16 output (f32: compiled, not offered until measured). Runs in CTA
