@@ -4,8 +4,9 @@ The kernel is persistent: `num_sms` CTAs walk the output tiles. What matters is 
 waves, cdiv(tiles, num_sms), since a partly filled last wave costs a whole one, and (2) the work
 per tile (bigger tiles re-read less of A and B). We pick the compiled (block_m, block_n) with the
 fewest waves, then the largest tile, as DeepGEMM's heuristic does; the 256x128 tile then runs in
-CTA pairs that share A's loads (TMA multicast). Decode shapes (M <= 64) stream B instead: they take
-the widest 64-row tile that leaves enough CTAs (`_decode_block_n`, fitted to measurements).
+CTA pairs that share A's loads (TMA multicast). Decode shapes (M <= 128) stream B instead: they
+split K over clusters where that pays (`_split_k_tile`), else, at M <= 64, take the widest 64-row
+tile that leaves enough CTAs (`_decode_block_n`); both fitted to measurements.
 COMPILED_TILES must mirror the instantiations in cuda/gemm/fp8_gemm.cu.
 """
 
@@ -137,41 +138,42 @@ def _decode_block_n(m: int, n: int, num_sms: int) -> int:
     return block_n
 
 
-# Split-K of the decode tiles (cuda/gemm/split_k.cuh): S CTAs per 64x32 or 64x64 tile, a cluster,
-# each over 1 / S of K, their partials added through distributed shared memory. These GEMMs are
-# bound per CTA (by the k-blocks it walks and the bytes it loads), not by the chip: what pays is
-# more CTAs, then fewer k-blocks per CTA. So among the 64x32 / 64x64 tiles split 1-4 ways, `pick`
-# takes the most CTAs, then the fewest k-blocks per CTA, provided the clusters all fit at once: not
-# every GPC holds a whole number of them (an H200's 132 SMs hold 66 clusters of 2, 39 of 3, 30 of 4;
-# a 33rd cluster of 4 runs in a second round, -30%). Measured on an H200 (RESULTS.md, sessions 29
-# and 30; `--suite gemm-sweep`, K = 7168): the rule's pick is the best configuration or within 2%
-# of it at N = 576 (64x32 ks4, +30% over the earlier ks2), 1024 (64x32 ks3, +17%), 1536 (64x64
-# ks4, +8%), 2112 (64x32 ks2), 3072 and 4096 (64x64 ks2). Deeper splits lose: each rank's exchange
-# costs the owner more (64x64 ks6-8 and 64x128 ks5-8 measured slower wherever they fit), and the
-# 64x128 tile's partials are 4x the bytes (its splits tie at best). A short k-loop does not win the
-# exchange back (the first version lost 30-50% at 1x7168x2048), so splits start at K = 4096 (32
-# k-blocks; between 2048 and 7168 unmeasured). Where no split fits, the tile is `_decode_block_n`'s.
-# M = 65..128 from K = 6144 weighs the 128x32 / 128x64 tiles (one M-block, two math warpgroups: B
-# loaded once per tile) against the 64-row ones over two M-blocks, by a cost per CTA fitted to A/B
-# runs: ~100 ns per k-block plus its A and B bytes at ~120 GB/s (~8.3 ns per KB: 64x32 12 KB, 64x64
-# 16, 128x32 20, 128x64 24), plus ~0.53 us per extra split (the exchange); in KB, k-blocks x (12 +
-# KB per k-block) + 64 x (splits - 1). The least cost wins among the options with at least 3/4 of the
-# most CTAs (an unsplit grid of several waves counts tiles / waves). A/B, H200, us, K = 7168 unless
-# noted (RESULTS.md, session 34), the pick first: 96x2112 128x64 ks3 10.32 / 64x64 ks2 10.90 (the
-# earlier pick); 128x2112x16384 16.67 / 19.03; 96x2048x16384 18.1 / 20.0 (H100); 128x3072 128x64 ks2
-# 12.68 / 64x64 13.05; 72x1536 128x64 ks4 9.28 / 64x64 ks2 9.38; 96x4096 128x64 ks2 13.53 / 64x64
-# 13.73; 128x1024 64x64 ks3 8.21 / 64x32 ks2 8.33; 96x576 64x32 ks3 6.87 / 128x32 ks4 (72 CTAs) 7.15;
-# 128x256 64x32 ks4 6.03 / 128x32 ks4 (32 CTAs) 6.96. At K = 4096 the 128-row splits lost everywhere
-# (their fixed cost is ~1 us more), so there the 64-row rule above stays: 128x2048 64x64 ks2 7.83 /
-# 128x64 ks3 8.13, 72x2112 7.93 / 8.10; on an H100 128x1536 7.55 / 128x64 ks4 8.20, 96x3072 64x64 9.15
-# / 128x64 ks2 9.95, 128x4096 10.52 / 11.57.
+# Split-K of the decode tiles (cuda/gemm/split_k.cuh): S CTAs per tile, a cluster, each over 1 / S
+# of K, their partials added through distributed shared memory. The tiles: 64x32 / 64x64, and at
+# M = 65..128 also 128x32 / 128x64 (one M-block on two math warpgroups: B loaded once per tile, where
+# two 64-row M-blocks load it twice). These GEMMs are bound per CTA (by the k-blocks it walks and the
+# bytes it loads), not by the chip, and the clusters must all fit at once: not every GPC holds a
+# whole number of them (an H200's 132 SMs hold 66 clusters of 2, 39 of 3, 30 of 4; a 33rd cluster of
+# 4 runs in a second round, -30%). Deeper splits lose: each rank's exchange costs the owner more
+# (64x64 ks6-8 and 64x128 ks5-8 measured slower wherever they fit), and the 64x128 tile's partials
+# are 4x the bytes (its splits tie at best). A short k-loop does not win the exchange back (the first
+# version lost 30-50% at 1x7168x2048), so splits start at K = 4096. Where no split pays, the tile is
+# `_decode_block_n`'s (M <= 64) or the wave model's (M = 65..128).
+# - K = 4096-6143: the 64-row tiles, the most CTAs, then the fewest k-blocks per CTA (H200, RESULTS.md,
+#   sessions 29-30, `--suite gemm-sweep`, K = 7168: the best configuration or within 2% of it at
+#   N = 576 (64x32 ks4, +30% over ks2), 1024 (64x32 ks3, +17%), 1536 (64x64 ks4, +8%), 3072 and 4096
+#   (64x64 ks2)). At K = 4096 the 128-row splits lost everywhere (~1 us more fixed cost): 128x2048
+#   64x64 ks2 7.83 us / 128x64 ks3 8.13, 72x2112 7.93 / 8.10; on an H100 128x1536 7.55 / 128x64 ks4
+#   8.20, 96x3072 64x64 9.15 / 128x64 ks2 9.95, 128x4096 10.52 / 11.57.
+# - From K = 6144: a cost per CTA fitted to A/B runs, ~100 ns per k-block plus its A and B bytes at
+#   ~120 GB/s (~8.3 ns per KB: 64x32 12 KB, 64x64 16, 128x32 20, 128x64 24), plus ~0.53 us per extra
+#   split (the exchange); in KB, k-blocks x (12 + KB per k-block) + 64 x (splits - 1). The least cost
+#   wins among the options with at least 3/4 of the most CTAs (an unsplit grid of several waves
+#   counts tiles / waves). It agrees with the rule above except at N = 2048-2112, M = 9..64 (64x64 ks3
+#   over 64x32 ks2: H100, us, 64x2112 10.42 / 10.61, 16x2112 10.05 / 10.25, 48x2048 10.22 / 10.49,
+#   64x2112x16384 17.60 / 17.64) and at M = 65..128, N = 1024-4096. A/B, H200, us, K = 7168 unless
+#   noted (RESULTS.md, session 34), the pick first: 96x2112 128x64 ks3 10.32 / 64x64 ks2 10.90 (the
+#   earlier pick); 128x2112x16384 16.67 / 19.03; 96x2048x16384 18.1 / 20.0 (H100); 128x3072 128x64 ks2
+#   12.68 / 64x64 13.05; 72x1536 128x64 ks4 9.28 / 64x64 ks2 9.38; 96x4096 128x64 ks2 13.53 / 64x64
+#   13.73; 128x1024 64x64 ks3 8.21 / 64x32 ks2 8.33; 96x576 64x32 ks3 6.87 / 128x32 ks4 (72 CTAs)
+#   7.15; 128x256 64x32 ks4 6.03 / 128x32 ks4 (32 CTAs) 6.96.
 _SPLIT_K_MIN_K = 4096
 _SPLIT_K_MAX_M = 128  # one 128-row M-block (see `pick`)
-# M = 65..128: "the most CTAs" within this factor; a k-block's fixed cost and an extra split's, in KB
+# From K = 6144: "the most CTAs" within this factor; a k-block's fixed cost and an extra split's, in KB
 _SPLIT_K_CTA_SLACK = 0.75
 _K_BLOCK_FIXED_KB = 12
 _SPLIT_EXCHANGE_KB = 64
-_SPLIT_K_128_MIN_K = 6144  # 128-row splits lost at K = 4096 and won at 7168 (between: unmeasured)
+_SPLIT_K_FITTED_MIN_K = 6144  # the fitted cost from here (measured at 4096 and 7168, not between)
 # The tiles and split counts split-K is compiled for: is_split_k_tile (kMaxSplitKBlockN) and
 # kMaxKSplits in cuda/gemm/fp8_gemm.h. The 128-row ones run split only (the wave model below never
 # takes them).
@@ -192,12 +194,12 @@ def _split_k_tile(m: int, n: int, k: int, num_sms: int,
     if clusters is None or k < _SPLIT_K_MIN_K or m > _SPLIT_K_MAX_M:
         return None
     num_k_blocks = cdiv(k, 128)
-    # M = 65..128 from K = 6144 (48 k-blocks): the fitted cost, 128-row tiles included; else the
-    # 64-row tiles by the most CTAs, then the fewest k-blocks.
-    fitted = m > 64 and k >= _SPLIT_K_128_MIN_K
+    # From K = 6144: the fitted cost, with the 128-row tiles at M = 65..128; below, the 64-row tiles
+    # by the most CTAs, then the fewest k-blocks (see the comment above).
+    fitted = k >= _SPLIT_K_FITTED_MIN_K
     options = []  # (CTAs, k-blocks per CTA, splits, block_m, block_n)
     for bm, bn in SPLIT_K_TILES:
-        if bm == 128 and not fitted:
+        if bm == 128 and (m <= 64 or not fitted):
             continue
         tiles = cdiv(m, bm) * cdiv(n, bn)
         for splits in range(1, MAX_K_SPLITS + 1):

@@ -102,7 +102,8 @@ def test_pick_decode_wide_tile(m, n, k, block_n):
 
 
 @pytest.mark.parametrize("m,n,k,block_m,block_n,k_splits", [
-    (9, 2112, 7168, 64, 32, 2), (64, 2112, 7168, 64, 32, 2),  # 66 tiles x 2 = 132 CTAs
+    (9, 2112, 4096, 64, 32, 2), (64, 2112, 4096, 64, 32, 2),  # 66 tiles x 2 = 132 CTAs
+    (9, 2112, 7168, 64, 64, 3), (64, 2112, 7168, 64, 64, 3),  # from K = 6144: 33 x 3 = 99 over 19 k-blocks
     (9, 576, 7168, 64, 32, 4), (16, 1024, 7168, 64, 32, 3),  # 18 x 4, 32 x 3 (32 clusters of 4 do not fit)
     (9, 1536, 7168, 64, 64, 4),  # 24 x 4 = 96 CTAs, as many as 48 x 2 of 64x32 and half their k-blocks
     (16, 4096, 7168, 64, 64, 2), (32, 3072, 7168, 64, 64, 2), (64, 3072, 7168, 64, 64, 2),  # 64 / 48 tiles x 2
@@ -125,7 +126,7 @@ def test_pick_decode_wide_tile(m, n, k, block_n):
 def test_decode_split_k(m, n, k, block_m, block_n, k_splits):
     """Split-K on the H200's cluster capacity (`h200_clusters`): the configurations that measured
     best or within 2% of it (RESULTS.md, sessions 29-30, at M = 1: the split does not depend on M;
-    session 34 at M = 72 / 96 / 128, N = 256-4096: the faster of the 64-row and 128-row picks, A/B)."""
+    session 34 at M = 16-128, N = 256-4096: the faster in A/B runs)."""
     c = gc.pick(m, n, k, jnp.bfloat16, 132, h200_clusters)
     assert (block_m or c.block_m, block_n or c.block_n, c.k_splits) == (c.block_m, c.block_n, k_splits), c
     if k_splits > 1:
