@@ -272,16 +272,16 @@ def pick(m: int, n: int, k: int, out_dtype, num_sms: int,
          split_k_clusters: Optional[ClusterCapacity] = None) -> GemmConfig:
     """The configuration for one static shape (K scales every tile's main loop alike; it only
     changes the ranking where a tile's epilogue is exposed, see `_short_k_factor`). M <= 8 with
-    K >= 4096 or K = 512-1024 runs without a pipeline (`_pipeline_free`); M <= 64 takes a 64-row
-    tile, split over K where that fills more SMs (`_decode_tile`; no split without
-    `split_k_clusters`, the device's cluster capacity); M = 65..128 the split 128-row tile where a
-    split fills more SMs, else the wave model's pick."""
+    K >= 4096 or K = 512-1024 runs without a pipeline (`_pipeline_free`); M <= 128 takes a decode
+    tile split over K where that pays (`_decode_tile`; no split without `split_k_clusters`, the
+    device's cluster capacity), else at M <= 64 an unsplit 64-row tile and at M = 65..128 the wave
+    model's pick."""
     pipeline_free = _pipeline_free(m, n, k, num_sms)
     if pipeline_free is not None:
         return pipeline_free
-    # M = 65..128 splits one 128-row M-block where that fills more SMs (128x2112x7168: 128x64 split
-    # 3 ways, 99 CTAs over 19 k-blocks each, +11% over the wave model's 64x32; RESULTS.md, sessions
-    # 33-34); the rest takes the wave model below.
+    # Decode shapes split over K where that pays (128x2112x7168: 128x64 split 3 ways, 99 CTAs over
+    # 19 k-blocks each, +11% over the wave model's 64x32; RESULTS.md, sessions 33-34); M = 65..128
+    # without a split takes the wave model below.
     decode = _decode_tile(m, n, k, num_sms, split_k_clusters)
     if decode is not None:
         return GemmConfig(block_m=decode[0], block_n=decode[1], num_stages=0, num_sms=int(num_sms), multicast=1,
