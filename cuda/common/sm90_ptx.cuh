@@ -100,6 +100,16 @@ __device__ __forceinline__ void cluster_sync_relaxed_arrive() {
   asm volatile("barrier.cluster.wait.acquire.aligned;\n" ::: "memory");
 }
 
+// The two halves of a cluster-wide barrier, for a CTA that needs its peers only later: arrive now
+// (relaxed, as above), wait (acquire) before the first access to a peer's shared memory. Every
+// thread that arrives waits once before it arrives again.
+__device__ __forceinline__ void cluster_arrive_relaxed() {
+  asm volatile("barrier.cluster.arrive.relaxed.aligned;\n" ::: "memory");
+}
+__device__ __forceinline__ void cluster_wait() {
+  asm volatile("barrier.cluster.wait.acquire.aligned;\n" ::: "memory");
+}
+
 // ------------------------------------------------------------------------------------------------
 // Programmatic dependent launch: wait until the preceding kernel in the stream (if it was launched
 // with programmatic stream serialization) has triggered / completed. A no-op otherwise.

@@ -468,10 +468,17 @@ __global__ void __launch_bounds__(GemmTraits<BLOCK_M, BLOCK_N, Epilogue, kPerRow
   const int a_box_rows = args.a_box_rows > 0 ? args.a_box_rows : BLOCK_M;
   const int sfa_box_rows = args.sfa_box_rows > 0 ? args.sfa_box_rows : Traits::kSfaBoxRows;
   // Barriers must be initialised in BOTH CTAs before anyone multicasts into or arrives on them.
-  if (cluster_size > 1)
-    ptx::cluster_sync_relaxed_arrive();  // fence_mbarrier_init() above provides the release
-  else
+  // Split-K clusters share no stages: a CTA needs its own barriers now, its peers' receive buffers
+  // only at the exchange, where the math threads wait for the cluster (the producer at its end).
+  // Waiting here cost ~0.16 us before the first load (RESULTS.md, session 35).
+  if (split_k) {
     __syncthreads();
+    ptx::cluster_arrive_relaxed();  // fence_mbarrier_init() above provides the release
+  } else if (cluster_size > 1) {
+    ptx::cluster_sync_relaxed_arrive();
+  } else {
+    __syncthreads();
+  }
 
   // With programmatic dependent launch, global memory written by the previous kernel is only
   // guaranteed visible after this point (no-op for ordinary launches).
@@ -616,6 +623,10 @@ __global__ void __launch_bounds__(GemmTraits<BLOCK_M, BLOCK_N, Epilogue, kPerRow
         Scheduler::zero_unwritten_rows(sched_params, epi_params.d,
                                        static_cast<long long>(epi_params.ld) * Epilogue::kElemBytes,
                                        static_cast<int>(warp_idx) - 1, kNumProducerThreads / 32 - 1);
+    }
+    if (split_k) {  // the other half of the cluster barrier arrived at above
+      __syncwarp();
+      ptx::cluster_wait();
     }
   } else {
     // ================================ WGMMA math warpgroups ================================
@@ -1093,6 +1104,7 @@ __global__ void __launch_bounds__(GemmTraits<BLOCK_M, BLOCK_N, Epilogue, kPerRow
         if constexpr (kMaySplitK) {
           using OutT = std::conditional_t<Epilogue::kElemBytes == 2, __nv_bfloat16, float>;
           const uint32_t warp = 4 * static_cast<uint32_t>(wg) + static_cast<uint32_t>(tid_in_wg) / 32;  // math warp
+          ptx::cluster_wait();  // the peers' receive buffers and barriers are initialised
           const bool owns =
               split_k::reduce<Traits::kNumMathThreads / 32>(out, split_buf, args.k_splits, cta_rank, warp, lane);
           FP8GEMM_TIMELINE_MARK(timeline_thread, wg, timeline_tile, 7);  // reduced (or sent)

@@ -224,7 +224,7 @@ using BandedOrder = BandedOrderWith<FastDiv>;
 // If the last band has an odd height it is split into an even band and a band of height 1 (no
 // multicast there).
 //
-// Split-K (k_splits = S > 1, 64-row tiles only: decode GEMMs with fewer tiles than SMs): the grid
+// Split-K (k_splits = S > 1, the split-K tiles of fp8_gemm.h: decode GEMMs with fewer tiles than SMs): the grid
 // is S CTAs per tile, each cluster of S CTAs (blockIdx.x = S c .. S c + S - 1) one tile, rank r
 // over k-blocks [r Kb / S, (r + 1) Kb / S). The ranks add their partial tiles through distributed
 // shared memory (split_k.cuh). The tile index is then the CTA's index over S.
@@ -247,6 +247,7 @@ struct DenseScheduler {
   static constexpr bool kTileKRange = (BLOCK_M == 64 && 128 % BLOCK_N == 0) || is_split_k_tile(BLOCK_M, BLOCK_N);
 
   int num_m_blocks, num_n_blocks, num_tiles;
+  int num_indices;            // tile indices the feed may give: num_tiles, times k_splits with split-K
   int num_banded, num_other;  // blocks along the banded axis and along the other one
   bool paired;       // clusters of 2 (multicast-capable)
   Params p;          // p.order: the tile order, set up by the launcher
@@ -255,6 +256,7 @@ struct DenseScheduler {
     num_m_blocks = (params.m + BLOCK_M - 1) / BLOCK_M;
     num_n_blocks = (params.n + BLOCK_N - 1) / BLOCK_N;
     num_tiles = num_m_blocks * num_n_blocks;
+    num_indices = kTileKRange && params.k_splits > 1 ? num_tiles * params.k_splits : num_tiles;
     num_banded = params.band_on_n ? num_n_blocks : num_m_blocks;
     num_other = params.band_on_n ? num_m_blocks : num_n_blocks;
     paired = cluster_size == 2 && params.k_splits == 1;
@@ -263,6 +265,8 @@ struct DenseScheduler {
   template <class Feed>
   __device__ __forceinline__ bool next(TileInfo& t, Feed& feed) {
     int tile = feed.next();
+    // The end first: a decode CTA's last call (its one tile done) then costs no divisions.
+    if (tile >= num_indices) return false;
     t.kb_begin = 0, t.kb_end = p.num_k_blocks;
     if (kTileKRange && p.k_splits > 1) {  // this CTA's share of K: its rank in the cluster
       const int split = tile % p.k_splits;
@@ -270,7 +274,6 @@ struct DenseScheduler {
       t.kb_begin = split * p.num_k_blocks / p.k_splits;
       t.kb_end = (split + 1) * p.num_k_blocks / p.k_splits;
     }
-    if (tile >= num_tiles) return false;
 
     const int band = p.order.band;
     const int b = p.order.per_band.div(tile);

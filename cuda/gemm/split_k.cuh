@@ -17,6 +17,7 @@
 // bytes complete on the owner's barrier (as a TMA load's do; the owner announces them). The owner
 // adds the S partials in rank order -- the same order on every run, so the output is bitwise
 // deterministic -- and writes its rows to D with plain stores (no TMA: a part of the tile's rows).
+// A CTA waits for its cluster (the barrier the kernel arrives at on entry) right before the exchange.
 // Each CTA takes part in one tile (the launcher's grid is S CTAs per tile), so the buffer and its
 // barrier are used once: no reuse hazard, parity 0. The owner exits only after all bytes sent to it
 // have landed; a sender may exit earlier (st.async takes its data from registers).
