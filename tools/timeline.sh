@@ -4,8 +4,8 @@
 # goes (B-scale staging, waiting for data, the k-loop, the epilogue's two stores; the producer's
 # waits). Run on a lent Hopper machine from the repo root; logs to $OUT/timeline.log.
 #   tools/timeline.sh [MxNxK ...]   (default: the M = 4096 shapes of SPEC's dense table)
-# Environment: TILE (default 256x128; a space-separated list runs each), MULTICAST (default "1 2A"), NVCC_FLAGS (e.g. a what-if's
-# -DFP8GEMM_EXPERIMENT_...); FP8GEMM_TIMELINE_WARM=1 records a
+# Environment: TILE (default 256x128; a space-separated list runs each, one build), MULTICAST
+# (default "1 2A"), NVCC_FLAGS (e.g. a what-if's -DFP8GEMM_EXPERIMENT_...); FP8GEMM_TIMELINE_WARM=1 records a
 # launch that follows an unrecorded one (operands in L2, not the flush's dirty lines: decode shapes,
 # whose CTAs run one tile each, get a summary of that tile from kernel entry to exit).
 set -uo pipefail

@@ -470,7 +470,7 @@ __global__ void __launch_bounds__(GemmTraits<BLOCK_M, BLOCK_N, Epilogue, kPerRow
   // Barriers must be initialised in BOTH CTAs before anyone multicasts into or arrives on them.
   // Split-K clusters share no stages: a CTA needs its own barriers now, its peers' receive buffers
   // only at the exchange, where the math threads wait for the cluster (the producer at its end).
-  // Waiting here cost ~0.16 us before the first load (RESULTS.md, session 35).
+  // Waiting here cost 0.16-0.22 us before the first load (RESULTS.md, session 35).
   if (split_k) {
     __syncthreads();
     ptx::cluster_arrive_relaxed();  // fence_mbarrier_init() above provides the release
