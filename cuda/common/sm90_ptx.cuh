@@ -93,21 +93,21 @@ __device__ __forceinline__ void cluster_sync() {
   asm volatile("barrier.cluster.wait.acquire.aligned;\n" ::: "memory");
 }
 
-// Cluster-wide barrier whose arrive has no release semantics (cheaper: no GPU-scope membar). Enough
-// after mbarrier.init + fence_mbarrier_init(), which already orders the inits cluster-wide.
-__device__ __forceinline__ void cluster_sync_relaxed_arrive() {
-  asm volatile("barrier.cluster.arrive.relaxed.aligned;\n" ::: "memory");
-  asm volatile("barrier.cluster.wait.acquire.aligned;\n" ::: "memory");
-}
-
-// The two halves of a cluster-wide barrier, for a CTA that needs its peers only later: arrive now
-// (relaxed, as above), wait (acquire) before the first access to a peer's shared memory. Every
-// thread that arrives waits once before it arrives again.
+// The two halves of a cluster-wide barrier, for a CTA that needs its peers only later: arrive now,
+// wait (acquire) before the first access to a peer's shared memory. Every thread that arrives
+// waits once before it arrives again. The arrive has no release semantics (cheaper: no GPU-scope
+// membar): enough after mbarrier.init + fence_mbarrier_init(), which already orders the inits
+// cluster-wide.
 __device__ __forceinline__ void cluster_arrive_relaxed() {
   asm volatile("barrier.cluster.arrive.relaxed.aligned;\n" ::: "memory");
 }
 __device__ __forceinline__ void cluster_wait() {
   asm volatile("barrier.cluster.wait.acquire.aligned;\n" ::: "memory");
+}
+// Both halves at once.
+__device__ __forceinline__ void cluster_sync_relaxed_arrive() {
+  cluster_arrive_relaxed();
+  cluster_wait();
 }
 
 // ------------------------------------------------------------------------------------------------

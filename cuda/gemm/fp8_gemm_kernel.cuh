@@ -385,8 +385,10 @@ __global__ void __launch_bounds__(GemmTraits<BLOCK_M, BLOCK_N, Epilogue, kPerRow
   constexpr bool kTileKRange = detail::HasTileKRange<Scheduler>::value;
   constexpr bool kMaskShared = detail::MasksSharedBlocks<Scheduler>::value;
   using Traits = GemmTraits<BLOCK_M, BLOCK_N, Epilogue, kPerRowScaleB, kMaskShared>;
-  // Split-K over a cluster (args.k_splits > 1): the dense decode tiles, 64 or 128 x 32 or 64 (split_k.cuh).
-  constexpr bool kMaySplitK = is_split_k_tile(BLOCK_M, BLOCK_N) && kTileKRange && !kPerRowScaleB && !Epilogue::kMasksRows;
+  // Split-K over a cluster (args.k_splits > 1): the dense decode tiles, 64 or 128 x 32 or 64
+  // (split_k.cuh).
+  constexpr bool kMaySplitK =
+      is_split_k_tile(BLOCK_M, BLOCK_N) && kTileKRange && !kPerRowScaleB && !Epilogue::kMasksRows;
   using Wgmma = ptx::WgmmaFp8<BLOCK_N>;
   constexpr int kNumAcc = Traits::kNumAcc;
   static_assert(Wgmma::kNumAcc == kNumAcc, "wgmma shape");

@@ -224,10 +224,10 @@ using BandedOrder = BandedOrderWith<FastDiv>;
 // If the last band has an odd height it is split into an even band and a band of height 1 (no
 // multicast there).
 //
-// Split-K (k_splits = S > 1, the split-K tiles of fp8_gemm.h: decode GEMMs with fewer tiles than SMs): the grid
-// is S CTAs per tile, each cluster of S CTAs (blockIdx.x = S c .. S c + S - 1) one tile, rank r
-// over k-blocks [r Kb / S, (r + 1) Kb / S). The ranks add their partial tiles through distributed
-// shared memory (split_k.cuh). The tile index is then the CTA's index over S.
+// Split-K (k_splits = S > 1, the split-K tiles of fp8_gemm.h: decode GEMMs with fewer tiles than
+// SMs): the grid is S CTAs per tile, each cluster of S CTAs (blockIdx.x = S c .. S c + S - 1) one
+// tile, rank r over k-blocks [r Kb / S, (r + 1) Kb / S). The ranks add their partial tiles through
+// distributed shared memory (split_k.cuh). The tile index is then the CTA's index over S.
 struct DenseSchedulerParams {
   int m, n;
   int k_splits = 1;      // CTAs (a cluster) per tile, each over its share of the k-blocks
