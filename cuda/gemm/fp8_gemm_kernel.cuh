@@ -277,6 +277,14 @@ __device__ __forceinline__ bool one_wave_tile(const TileInfo& t, const GemmKerne
   return kNumWaves > 1 && args.skip_empty_waves != 0 && t.row_end - t.row_start <= 128;
 }
 
+// Whether a tile is a wide tile of at most 64 rows (grouped 256-row kernels), whose two N-blocks the
+// two math warpgroups split, each running one wave on rows 0..63 (the kernel's narrow-wide loop).
+// Recomputed where needed rather than kept in a register across the k-loop.
+template <class Traits, bool kPerRowScaleB>
+__device__ __forceinline__ bool narrow_wide_tile(const TileInfo& t) {
+  return Traits::kLoadPerWave && !kPerRowScaleB && t.wide && t.row_end - t.row_start <= 64;
+}
+
 // out += acc * scale, where chunks (8 columns) [0, kSplit) use the first B-scale block and chunks
 // [kSplit, kNumAcc/4) the second. s_r_b = sfa(row r) * sfb(block b), r = thread's row 0 / row 8.
 template <int kSplit, int kNumAcc>
@@ -779,7 +787,7 @@ __global__ void __launch_bounds__(GemmTraits<BLOCK_M, BLOCK_N, Epilogue, kPerRow
       // Rows of this warpgroup beyond the tile's valid rows: no output (and in the serial loop no
       // math either; stages are consumed all the same).
       const bool active = tile.row_start + wg * 64 < tile.row_end;
-      sfa_offset = (tile.a_row & 3) + wg * 64 + row_in_wg;
+      sfa_offset = (tile.a_row & 3) + (detail::narrow_wide_tile<Traits, kPerRowScaleB>(tile) ? 0 : wg * 64) + row_in_wg;
       release_rank = tile.peer_active ? lane : cta_rank;
 
       // This tile's k-blocks: [kb_begin, kb_begin + tile_k_blocks) (all of K unless the scheduler
@@ -939,12 +947,11 @@ __global__ void __launch_bounds__(GemmTraits<BLOCK_M, BLOCK_N, Epilogue, kPerRow
         // wave 1 on wave 0's rows against the second N-block's B tile and B scales.
         static_assert(kPerRowScaleB || (!Traits::kMayStraddle && BLOCK_N == 128),
                       "256-row tiles are 128 wide (one B-scale block), or have per-row B scales");
+        // Wave 1 of a wide tile: A as wave 0; B kSmemA - kALoadRows * 128 bytes before the B tile.
+        constexpr uint32_t kWideBOffset = static_cast<uint32_t>(-(Traits::kSmemA - Traits::kALoadRows * kBlockK) / 16);
         auto wave_loop = [&](auto waves_c, auto wide_c) {
           constexpr int kWaves = decltype(waves_c)::value;
           constexpr bool kWide = decltype(wide_c)::value;
-          // Wave 1 of a wide tile: A as wave 0; B kSmemA - kALoadRows * 128 bytes before the B tile.
-          constexpr uint32_t kWideBOffset =
-              static_cast<uint32_t>(-(Traits::kSmemA - Traits::kALoadRows * kBlockK) / 16);
 #pragma unroll kTwoWaveUnroll<Epilogue::kElemBytes>
           for (int kb = 0; kb < tile_k_blocks; ++kb) {
             float sfb, sfb_wide;
@@ -1048,9 +1055,35 @@ __global__ void __launch_bounds__(GemmTraits<BLOCK_M, BLOCK_N, Epilogue, kPerRow
             scale_mma_loop(std::integral_constant<int, 1>{});
           else
             scale_mma_loop(std::integral_constant<int, kNumWaves>{});
-        } else if (Traits::kLoadPerWave && tile.wide)
-          wave_loop(std::integral_constant<int, 2>{}, std::integral_constant<bool, Traits::kLoadPerWave>{});
-        else if (detail::one_wave_tile<kNumWaves>(tile, args))
+        } else if (Traits::kLoadPerWave && tile.wide) {
+          if constexpr (Traits::kLoadPerWave && !kPerRowScaleB) {
+            if (detail::narrow_wide_tile<Traits, kPerRowScaleB>(tile)) {
+              // A wide tile of at most 64 rows: warpgroup 0 would run both waves in series while
+              // warpgroup 1 has no rows. Instead each runs one wave on rows 0..63 in parallel:
+              // warpgroup 0 against N-block 0, warpgroup 1 (A 64 rows back, B and B scales of the
+              // second N-block) against N-block 1, both into `out`.
+              const uint32_t a_offset = wg == 1 ? static_cast<uint32_t>(-(64 * kBlockK / 16)) : 0u;
+              const uint32_t b_offset = wg == 1 ? kWideBOffset : 0u;
+#pragma unroll 4
+              for (int kb = 0; kb < tile_k_blocks; ++kb) {
+                float sfb, sfb_wide;
+                tile_sfb(kb, sfb, sfb_wide, true);
+                ptx::mbar_wait(&full_bar[stage], phase);
+                float sfa0, sfa1;
+                load_sfa(stage, sfa0, sfa1);
+                issue(acc, stage, a_offset, b_offset);
+                ptx::wgmma_wait<0>();
+                ptx::fence_operands(acc);
+                release(stage);
+                const float b = wg == 1 ? sfb_wide : sfb;
+                detail::promote<kNumAcc / 4>(out, acc, sfa0 * b, sfa1 * b, 0.f, 0.f);
+                advance(stage, phase);
+              }
+            } else {
+              wave_loop(std::integral_constant<int, 2>{}, std::integral_constant<bool, Traits::kLoadPerWave>{});
+            }
+          }
+        } else if (detail::one_wave_tile<kNumWaves>(tile, args))
           wave_loop(std::integral_constant<int, 1>{}, Narrow{});
         else
           wave_loop(std::integral_constant<int, kNumWaves>{}, Narrow{});
@@ -1115,6 +1148,13 @@ __global__ void __launch_bounds__(GemmTraits<BLOCK_M, BLOCK_N, Epilogue, kPerRow
           if (owns) ptx::mbar_wait(split_k::barrier_of(split_buf, BLOCK_M, BLOCK_N, args.k_splits), 0);
 #endif
         }
+      } else if (detail::narrow_wide_tile<Traits, kPerRowScaleB>(tile)) {
+        // Warpgroup 0: N-block 0 of rows 0..63, as any tile's first slice. Warpgroup 1: N-block 1
+        // of the same rows, as slice 3 (its own staging rows) of a tile 192 rows higher and BLOCK_N
+        // columns further. (One store call: a second one kept `out` live and made ptxas spill.)
+        TileInfo target = tile;
+        if (wg == 1) target.row_start -= 192, target.col_start += BLOCK_N;
+        Epilogue::store(out, smem_d, &tmap_d, target, wg, /*slice=*/3 * wg, tid_in_wg, epi_params);
       } else if (active) {
         Epilogue::store(out, smem_d, &tmap_d, tile, wg, /*slice=*/wg, tid_in_wg, epi_params);
       }
@@ -1123,11 +1163,12 @@ __global__ void __launch_bounds__(GemmTraits<BLOCK_M, BLOCK_N, Epilogue, kPerRow
         if (Traits::kLoadPerWave && tile.wide) {
           // The second N-block of a wide tile: wave 0's rows, BLOCK_N columns further. Stored as
           // slice 2 + wg (its own staging rows) of a tile 128 rows higher, so that the slice's
-          // rows are this warpgroup's rows of the tile.
+          // rows are this warpgroup's rows of the tile. (A narrow one's is stored above.)
           TileInfo second = tile;
           second.row_start -= 128;
           second.col_start += BLOCK_N;
-          if (active) Epilogue::store(out1, smem_d, &tmap_d, second, wg, /*slice=*/2 + wg, tid_in_wg, epi_params);
+          if (active && !detail::narrow_wide_tile<Traits, kPerRowScaleB>(tile))
+            Epilogue::store(out1, smem_d, &tmap_d, second, wg, /*slice=*/2 + wg, tid_in_wg, epi_params);
         } else if (active1) {
           Epilogue::store(out1, smem_d, &tmap_d, tile, wg, /*slice=*/2 + wg, tid_in_wg, epi_params);
         }
