@@ -1056,32 +1056,30 @@ __global__ void __launch_bounds__(GemmTraits<BLOCK_M, BLOCK_N, Epilogue, kPerRow
           else
             scale_mma_loop(std::integral_constant<int, kNumWaves>{});
         } else if (Traits::kLoadPerWave && tile.wide) {
-          if constexpr (Traits::kLoadPerWave && !kPerRowScaleB) {
-            if (detail::narrow_wide_tile<Traits, kPerRowScaleB>(tile)) {
-              // A wide tile of at most 64 rows: warpgroup 0 would run both waves in series while
-              // warpgroup 1 has no rows. Instead each runs one wave on rows 0..63 in parallel:
-              // warpgroup 0 against N-block 0, warpgroup 1 (A 64 rows back, B and B scales of the
-              // second N-block) against N-block 1, both into `out`.
-              const uint32_t a_offset = wg == 1 ? static_cast<uint32_t>(-(64 * kBlockK / 16)) : 0u;
-              const uint32_t b_offset = wg == 1 ? kWideBOffset : 0u;
+          if (detail::narrow_wide_tile<Traits, kPerRowScaleB>(tile)) {
+            // A wide tile of at most 64 rows: warpgroup 0 would run both waves in series while
+            // warpgroup 1 has no rows. Instead each runs one wave on rows 0..63 in parallel:
+            // warpgroup 0 against N-block 0, warpgroup 1 (A 64 rows back, B and B scales of the
+            // second N-block) against N-block 1, both into `out`.
+            const uint32_t a_offset = wg == 1 ? static_cast<uint32_t>(-(64 * kBlockK / 16)) : 0u;
+            const uint32_t b_offset = wg == 1 ? kWideBOffset : 0u;
 #pragma unroll 4
-              for (int kb = 0; kb < tile_k_blocks; ++kb) {
-                float sfb, sfb_wide;
-                tile_sfb(kb, sfb, sfb_wide, true);
-                ptx::mbar_wait(&full_bar[stage], phase);
-                float sfa0, sfa1;
-                load_sfa(stage, sfa0, sfa1);
-                issue(acc, stage, a_offset, b_offset);
-                ptx::wgmma_wait<0>();
-                ptx::fence_operands(acc);
-                release(stage);
-                const float b = wg == 1 ? sfb_wide : sfb;
-                detail::promote<kNumAcc / 4>(out, acc, sfa0 * b, sfa1 * b, 0.f, 0.f);
-                advance(stage, phase);
-              }
-            } else {
-              wave_loop(std::integral_constant<int, 2>{}, std::integral_constant<bool, Traits::kLoadPerWave>{});
+            for (int kb = 0; kb < tile_k_blocks; ++kb) {
+              float sfb, sfb_wide;
+              tile_sfb(kb, sfb, sfb_wide, true);
+              ptx::mbar_wait(&full_bar[stage], phase);
+              float sfa0, sfa1;
+              load_sfa(stage, sfa0, sfa1);
+              issue(acc, stage, a_offset, b_offset);
+              ptx::wgmma_wait<0>();
+              ptx::fence_operands(acc);
+              release(stage);
+              const float b = wg == 1 ? sfb_wide : sfb;
+              detail::promote<kNumAcc / 4>(out, acc, sfa0 * b, sfa1 * b, 0.f, 0.f);
+              advance(stage, phase);
             }
+          } else {
+            wave_loop(std::integral_constant<int, 2>{}, std::integral_constant<bool, Traits::kLoadPerWave>{});
           }
         } else if (detail::one_wave_tile<kNumWaves>(tile, args))
           wave_loop(std::integral_constant<int, 1>{}, Narrow{});
