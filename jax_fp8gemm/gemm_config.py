@@ -94,8 +94,9 @@ def _short_k_factor(bm: int, bn: int, k: int, out_dtype) -> float:
 # Sharing B gains nothing anywhere; the 128-row tiles gain little or lose (128x128 at
 # 1024x7168x7168: -2%), so they stay unpaired. The dense wgrad kernel's 256x128 tile (the same
 # loop with per-row B scales): +0.9-1.5% at 7168x7168 and 4096x7168 over 8192 tokens, f32 and bf16
-# out (sharing B: +0-0.5%). The k-grouped wgrad likewise, where the N-blocks pair up; the grouped
-# forward kernels run without clusters.
+# out (sharing B: +0-0.5%). The k-grouped wgrad likewise, where the N-blocks pair up. The grouped
+# forward kernels run without clusters: pairs sharing A there measured -3.7% to +1.1% (H200,
+# session 37; benchmarks/experiments/s37-grouped-cta-pairs.patch).
 _SHARE_A_MIN_K = 1024
 
 
