@@ -49,6 +49,7 @@
 
 #include "gemm/fp8_gemm.h"
 #include "harness_common.cuh"
+#include "timeline_summary.h"  // -DFP8GEMM_EXPERIMENT_TIMELINE builds only (tools/timeline.sh)
 
 using fp8gemm::GemmConfig;
 using fp8gemm::GroupedGemmProblem;
@@ -606,6 +607,10 @@ void bench_case(const Case& c, DeviceData& dd, int runs, const L2Flush& flush, c
     std::printf("  bench %-34s %-22s %9.1f us %8.1f TFLOP/s\n", c.name.c_str(), name.c_str(), sec * 1e6,
                 flops / sec * 1e-12);
     std::fflush(stdout);
+#ifdef FP8GEMM_EXPERIMENT_TIMELINE
+    CUDA_CHECK(cudaMemset(flush.buf, 1, flush.bytes));
+    print_timeline(name.c_str(), [&] { return fp8gemm::launch_fp8_grouped_gemm(p, v.cfg, 0); });
+#endif
   }
 }
 

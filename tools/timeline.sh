@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
-# Per-tile timeline of the dense kernel (cuda/gemm/timeline.cuh): builds the dense harness with
+# Per-tile timeline of the GEMM kernel (cuda/gemm/timeline.cuh): builds a harness with
 # -DFP8GEMM_EXPERIMENT_TIMELINE and, for each shape, prints its timing and where a tile's time
 # goes (B-scale staging, waiting for data, the k-loop, the epilogue's two stores; the producer's
 # waits). Run on a lent Hopper machine from the repo root; logs to $OUT/timeline.log.
 #   tools/timeline.sh [MxNxK ...]   (default: the M = 4096 shapes of SPEC's dense table)
+#   HARNESS=grouped tools/timeline.sh [CASE ...]   the grouped harness's timed cases whose names
+#                                   contain CASE, e.g. "4x8192 N7168 K2048 even" (default: all)
 # Environment: TILE (default 256x128; a space-separated list runs each, one build), MULTICAST
-# (default "1 2A"), NVCC_FLAGS (e.g. a what-if's -DFP8GEMM_EXPERIMENT_...); FP8GEMM_TIMELINE_WARM=1 records a
+# (dense only; default "1 2A"), NVCC_FLAGS (e.g. a what-if's -DFP8GEMM_EXPERIMENT_...); FP8GEMM_TIMELINE_WARM=1 records a
 # launch that follows an unrecorded one (operands in L2, not the flush's dirty lines: decode shapes,
 # whose CTAs run one tile each, get a summary of that tile from kernel entry to exit).
 set -uo pipefail
@@ -14,7 +16,11 @@ OUT=${OUT:-/tmp/timeline_out}
 mkdir -p "$OUT"
 log="$OUT/timeline.log"
 shapes=("$@")
-[[ ${#shapes[@]} -gt 0 ]] || shapes=(4096x32768x512 4096x24576x1536 4096x7168x2048 4096x4096x7168 4096x7168x16384)
+grouped=0
+[[ ${HARNESS:-dense} == grouped ]] && grouped=1
+if [[ ${#shapes[@]} -eq 0 ]]; then
+  if ((grouped)); then shapes=("contig"); else shapes=(4096x32768x512 4096x24576x1536 4096x7168x2048 4096x4096x7168 4096x7168x16384); fi
+fi
 NVCC=(nvcc -gencode=arch=compute_90a,code=sm_90a -O3 -std=c++17 --expt-relaxed-constexpr -Icuda -Itools
       -DFP8GEMM_EXPERIMENT_TIMELINE ${NVCC_FLAGS:-})
 dir=/tmp/objs_timeline bin=/tmp/gemm_timeline objs=()
@@ -24,10 +30,16 @@ for f in cuda/gemm/*.cu; do
   "${NVCC[@]}" -c "$f" -o "$o" &
 done
 wait
-"${NVCC[@]}" tools/gemm_standalone_test.cu "${objs[@]}" -o "$bin" || exit 1
+harness=tools/gemm_standalone_test.cu
+((grouped)) && harness=tools/grouped_standalone_test.cu
+"${NVCC[@]}" "$harness" "${objs[@]}" -o "$bin" || exit 1
 : > "$log"
 for tile in ${TILE:-256x128}; do
   for shape in "${shapes[@]}"; do
+    if ((grouped)); then
+      "$bin" --bench-only --tiles="$tile" --case="$shape" --runs=20 | grep -E "^  (bench|timeline|  )" >> "$log"
+      continue
+    fi
     for mc in ${MULTICAST:-1 2A}; do
       "$bin" --bench-only --normal --tile="$tile" --multicast="$mc" --shape="$shape" --runs=20 \
         | grep -E "^  (bench|timeline|  )" >> "$log"

@@ -461,7 +461,7 @@ __global__ void __launch_bounds__(GemmTraits<BLOCK_M, BLOCK_N, Epilogue, kPerRow
       if constexpr (kMaskShared) ptx::mbar_init(&loaded_bar[s], 1);
     }
     if (split_k) ptx::mbar_init(split_k::barrier_of(split_buf, BLOCK_M, BLOCK_N, args.k_splits), 1);
-    if (tile_ring != nullptr) tile_ring->init(Traits::kNumMathThreads);
+    if (tile_ring != nullptr) tile_ring->init(Traits::kNumMathThreads / 32);
     if constexpr (Traits::kScaleMma) {
       // The 16-byte pad after each SFB slot's scale operand (read as the last row's k 8-15).
       for (int slot = 0; slot < 2 * num_stages; ++slot)

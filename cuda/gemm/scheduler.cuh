@@ -76,7 +76,7 @@ struct TileInfo {
 // (TilePoster): its first is blockIdx.x, the next ones gridDim.x + atomicAdd(counter, 1), and it
 // posts each into a ring of kSlots slots in shared memory, from which every math thread reads it
 // (TileReader): full / empty mbarrier per slot as in the stage ring (full: the poster's one
-// arrival; empty: one arrival per reading thread, after its read). The indices of a CTA increase,
+// arrival; empty: one arrival per reading warp, after its lanes' reads). The indices of a CTA increase,
 // as in the static order (the grouped scheduler's forward-only cursor relies on that).
 // ------------------------------------------------------------------------------------------------
 struct StaticTiles {
@@ -90,11 +90,12 @@ struct TileRing {
   uint64_t empty[kSlots];
   int index[kSlots];
 
-  // By one thread, before the CTA's first barrier (like the stage ring's barriers).
-  __device__ __forceinline__ void init(uint32_t reading_threads) {
+  // By one thread, before the CTA's first barrier (like the stage ring's barriers). A slot is
+  // released by one arrival per reading warp.
+  __device__ __forceinline__ void init(uint32_t reading_warps) {
     for (int s = 0; s < kSlots; ++s) {
       ptx::mbar_init(&full[s], 1);
-      ptx::mbar_init(&empty[s], reading_threads);
+      ptx::mbar_init(&empty[s], reading_warps);
     }
   }
   __device__ __forceinline__ static int slot(int n) { return n % kSlots; }
@@ -129,7 +130,7 @@ class TilePoster {
   int reserved_ = -1;
 };
 
-// The math threads' feed. Without a ring (null): the static order.
+// The math threads' feed, called by whole warps. Without a ring (null): the static order.
 class TileReader {
  public:
   __device__ __forceinline__ explicit TileReader(TileRing* ring) : ring_(ring) {}
@@ -139,7 +140,11 @@ class TileReader {
     if (ring_ == nullptr) return static_cast<int>(blockIdx.x + n * gridDim.x);
     ptx::mbar_wait(&ring_->full[TileRing::slot(n)], TileRing::parity(n));
     const int t = *reinterpret_cast<volatile const int*>(&ring_->index[TileRing::slot(n)]);
-    ptx::mbar_arrive(&ring_->empty[TileRing::slot(n)]);  // release: the read is done before the slot is reused
+    // One arrival per warp once all its lanes have read (release: the reads are done before the
+    // slot is reused). Against one per thread (256 on one barrier): 4 x 8192 N7168 K2048 +0.4%,
+    // the K = 7168 cases unchanged (harness, H200; RESULTS.md, session 37).
+    __syncwarp();
+    if (ptx::lane_id() == 0) ptx::mbar_arrive(&ring_->empty[TileRing::slot(n)]);
     return t;
   }
 
