@@ -131,8 +131,9 @@ __device__ __forceinline__ bool reduce(float (&out)[kNumAcc], uint8_t* buf, int 
 }
 
 // This math warp's 16 rows of the tile (warp w: rows 16 w ..) from registers to D (row-major, ld
-// elements per row), rows and columns past the tile's ends skipped. A thread holds 2 consecutive columns per 8-column chunk:
-// one 4-byte (bf16) or 8-byte (f32) store each (N * sizeof(OutT) % 16 == 0 keeps them aligned).
+// elements per row), rows and columns past the tile's ends skipped. A thread holds 2 consecutive
+// columns per 8-column chunk: one 4-byte (bf16) or 8-byte (f32) store each (N * sizeof(OutT) % 16
+// == 0 keeps them aligned).
 template <class OutT, int kNumAcc>
 __device__ __forceinline__ void store_rows(const float (&out)[kNumAcc], void* d, int ld, const TileInfo& t,
                                            uint32_t warp, uint32_t lane) {
