@@ -362,13 +362,47 @@ template <class Scheduler>
 struct ZeroesUnwrittenRows<Scheduler, std::void_t<decltype(Scheduler::kZeroesUnwrittenRows)>>
     : std::integral_constant<bool, Scheduler::kZeroesUnwrittenRows> {};
 
-// Whether the scheduler's tiles may be handed out at run time (scheduler.cuh: Params::tile_counter;
-// the grouped layouts): the producer then posts the indices into a TileRing for the math threads.
+// Whether only the producer runs the scheduler and posts the tiles into a TileRing for the math
+// threads (scheduler.cuh: kPostsTiles; the grouped layouts, whose tiles may also be handed out at
+// run time through Params::tile_counter).
 template <class Scheduler, class = void>
-struct RunTimeOrder : std::false_type {};
+struct PostsTiles : std::false_type {};
 template <class Scheduler>
-struct RunTimeOrder<Scheduler, std::void_t<decltype(Scheduler::kRunTimeOrder)>>
-    : std::integral_constant<bool, Scheduler::kRunTimeOrder> {};
+struct PostsTiles<Scheduler, std::void_t<decltype(Scheduler::kPostsTiles)>>
+    : std::integral_constant<bool, Scheduler::kPostsTiles> {};
+
+// The math threads' tiles: from a scheduler of their own in the static order, or, posted tiles,
+// the first decoded by a scheduler that lives for that call only (index blockIdx.x in either
+// order: no hand-off on the way to the first k-block) and the others read from the producer's ring.
+template <class Scheduler, bool kPosted = PostsTiles<Scheduler>::value>
+class MathTiles {
+ public:
+  __device__ __forceinline__ MathTiles(const typename Scheduler::Params& params, uint32_t cluster_size, TileRing*)
+      : scheduler_(params, cluster_size) {}
+  __device__ __forceinline__ bool first(TileInfo& tile) { return next(tile); }
+  __device__ __forceinline__ bool next(TileInfo& tile) { return scheduler_.next(tile, feed_); }
+
+ private:
+  Scheduler scheduler_;
+  StaticTiles feed_;
+};
+template <class Scheduler>
+class MathTiles<Scheduler, true> {
+ public:
+  __device__ __forceinline__ MathTiles(const typename Scheduler::Params& params, uint32_t cluster_size, TileRing* ring)
+      : params_(params), cluster_size_(cluster_size), reader_(ring, params.n) {}
+  __device__ __forceinline__ bool first(TileInfo& tile) {
+    Scheduler scheduler(params_, cluster_size_);
+    StaticTiles feed;
+    return scheduler.next(tile, feed);
+  }
+  __device__ __forceinline__ bool next(TileInfo& tile) { return reader_.next(tile); }
+
+ private:
+  const typename Scheduler::Params& params_;  // the kernel parameter
+  uint32_t cluster_size_;
+  TileReader reader_;
+};
 
 // k-grouped: whether k-block kb of the tile may hold tokens of another group (the tile's tokens
 // start or end inside it; masking a block cut by the end of T instead, which TMA fills with zeros
@@ -421,13 +455,14 @@ __global__ void __launch_bounds__(GemmTraits<BLOCK_M, BLOCK_N, Epilogue, kPerRow
   // Two buffers of args.sfb_staged_floats B scales per math warpgroup (one tile's each; not with
   // per-row B scales).
   float* const smem_sfb_tiles = reinterpret_cast<float*>(empty_bar + (kMaskShared ? 2 : 1) * num_stages);
-  // Tiles handed out at run time (grouped layouts, when the launch gives a tile counter: the
-  // producer posts their indices into a ring after the staging buffers); else the static order.
+  // Posted tiles (grouped layouts): the producer posts them into a ring after the staging buffers,
+  // in the run-time order when the launch gives a tile counter, else in the static order.
+  constexpr bool kPostsTiles = detail::PostsTiles<Scheduler>::value;
   TileRing* tile_ring = nullptr;
   int* tile_counter = nullptr;
-  if constexpr (detail::RunTimeOrder<Scheduler>::value) {
+  if constexpr (kPostsTiles) {
     tile_counter = sched_params.tile_counter;
-    if (tile_counter != nullptr) tile_ring = reinterpret_cast<TileRing*>(smem_sfb_tiles + 4 * args.sfb_staged_floats);
+    tile_ring = reinterpret_cast<TileRing*>(smem_sfb_tiles + 4 * args.sfb_staged_floats);
   }
 
   // Warp index made warp-uniform explicitly (lets the compiler keep it in a uniform register).
@@ -506,7 +541,10 @@ __global__ void __launch_bounds__(GemmTraits<BLOCK_M, BLOCK_N, Epilogue, kPerRow
       TileInfo tile;
       uint32_t stage = 0, phase = 0;
       [[maybe_unused]] int timeline_tile = 0;
-      while (scheduler.next(tile, feed)) {
+      while (true) {
+        const bool has_tile = scheduler.next(tile, feed);
+        if constexpr (kPostsTiles) feed.post(tile, has_tile);
+        if (!has_tile) break;
         // Timeline events (harness-only): 0 tile start, 1 / 3 first / second k-block's stage free
         // (its loads are issued next), 2 last k-block issued; tile 0 also 4 / 5 / 6 in the prologue
         // (barriers synced, griddepcontrol.wait passed, scheduler constructed).
@@ -653,8 +691,7 @@ __global__ void __launch_bounds__(GemmTraits<BLOCK_M, BLOCK_N, Epilogue, kPerRow
     const uint32_t desc_a0_lo = __shfl_sync(0xffffffffu, static_cast<uint32_t>(desc_a0), 0);
     const uint32_t desc_b0_lo = __shfl_sync(0xffffffffu, static_cast<uint32_t>(desc_b0), 0);
 
-    Scheduler scheduler(sched_params, cluster_size);
-    TileReader feed(tile_ring);
+    detail::MathTiles<Scheduler> tiles(sched_params, cluster_size, tile_ring);
     TileInfo tile;
     uint32_t stage = 0, phase = 0;
     uint32_t tile_parity = 0;  // which of the two B-scale staging buffers this tile uses
@@ -775,7 +812,7 @@ __global__ void __launch_bounds__(GemmTraits<BLOCK_M, BLOCK_N, Epilogue, kPerRow
       }
     };
 
-    bool has_tile = scheduler.next(tile, feed);
+    bool has_tile = tiles.first(tile);
     if (has_tile) prefetch_sfb(tile);
     // Timeline events (harness-only), by thread 0 of each math warpgroup: 0 tile start, 1 B scales
     // staged, 2 / 7 first / second k-block's data ready (7: two-wave loop; the deferred loop marks
@@ -1131,7 +1168,7 @@ __global__ void __launch_bounds__(GemmTraits<BLOCK_M, BLOCK_N, Epilogue, kPerRow
       TileInfo next_tile = tile;
       bool has_next = false;
       if constexpr (kStageSfb) {
-        has_next = scheduler.next(next_tile, feed);
+        has_next = tiles.next(next_tile);
         if (has_next) prefetch_sfb(next_tile);
       }
       FP8GEMM_TIMELINE_MARK(timeline_thread, wg, timeline_tile, 4);
@@ -1176,7 +1213,7 @@ __global__ void __launch_bounds__(GemmTraits<BLOCK_M, BLOCK_N, Epilogue, kPerRow
         }
       }
       FP8GEMM_TIMELINE_MARK(timeline_thread && !kTimelineLean, wg, timeline_tile, 6);
-      if constexpr (!kStageSfb) has_next = scheduler.next(next_tile, feed);
+      if constexpr (!kStageSfb) has_next = tiles.next(next_tile);
       tile = next_tile;
       has_tile = has_next;
       ++timeline_tile;

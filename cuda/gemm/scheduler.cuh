@@ -6,9 +6,10 @@
 //     thread; `bool next(TileInfo&, Feed&)` maps the next tile index of the feed (below) to a tile,
 //     and must yield the same sequence of tiles in all of them for the same indices (it may only
 //     depend on params, the indices and gridDim -- and, for grouped layouts, on device memory that
-//     does not change during the kernel). The indices of a CTA increase. A scheduler that takes a
-//     tile counter for the run-time order declares `static constexpr bool kRunTimeOrder = true`
-//     (Params::tile_counter); the others run the static order.
+//     does not change during the kernel). The indices of a CTA increase. A scheduler that declares
+//     `static constexpr bool kPostsTiles = true` runs in the producer alone, which posts the tiles
+//     to the math threads (below); it may take a tile counter for the run-time order
+//     (Params::tile_counter). The others run the static order in every thread.
 //   * With a cluster of 2 (TMA multicast), CTAs blockIdx.x = 2c and 2c+1 form a cluster. In every
 //     iteration both CTAs of a cluster must run the same number of k-blocks (they share the stage
 //     ring through the empty barriers) and, when `multicast_a` / `multicast_b` is set, work on the
@@ -60,8 +61,8 @@ struct TileInfo {
 // ------------------------------------------------------------------------------------------------
 // Tile feeds: where a CTA's tile indices come from. A scheduler maps each index to a tile; every
 // call of its next(tile, feed) takes one index from `feed` (an index past the last tile ends the
-// CTA's work), so the threads of a CTA that run schedulers (the producer, the math threads) must
-// draw from feeds that give one sequence.
+// CTA's work), so the threads of a CTA that run schedulers must draw from feeds that give one
+// sequence.
 //
 // Static order (StaticTiles; every scheduler): tile t on CTA t % gridDim.x, iteration
 // t / gridDim.x.
@@ -73,11 +74,20 @@ struct TileInfo {
 // L2 holds B for, and B streams from DRAM once per M-tile instead of once (256 groups x ~1024 rows:
 // half speed; RESULTS.md, session 17). Handed out at run time, the ~gridDim.x tiles in flight stay
 // consecutive whatever each one costs. Per CTA one thread, the TMA producer, takes the indices
-// (TilePoster): its first is blockIdx.x, the next ones gridDim.x + atomicAdd(counter, 1), and it
-// posts each into a ring of kSlots slots in shared memory, from which every math thread reads it
-// (TileReader): full / empty mbarrier per slot as in the stage ring (full: the poster's one
-// arrival; empty: one arrival per reading warp, after its lanes' reads). The indices of a CTA increase,
-// as in the static order (the grouped scheduler's forward-only cursor relies on that).
+// (TilePoster): its first is blockIdx.x, the next ones gridDim.x + atomicAdd(counter, 1). The
+// indices of a CTA increase, as in the static order (the grouped scheduler's forward-only cursor
+// relies on that).
+//
+// Posted tiles (schedulers that declare kPostsTiles: the grouped 256-row tile, in either order):
+// after its first tile, a CTA's tiles are decoded by the producer alone. It posts each one (and, at
+// the end, "no tile") into a ring of kSlots slots in shared memory, from which every math thread
+// copies it (TileReader): full / empty mbarrier per slot as in the stage ring (full: the poster's
+// one arrival; empty: one arrival per reading warp, after its lanes' reads). The math warpgroups
+// then hold no scheduler state next to their two output arrays and run no cursor code between
+// tiles: their "next tile" step took 525 ns, now 284 (4 x 8192 N7168 K2048: +1.3%; RESULTS.md,
+// session 38). The first tile, index blockIdx.x in either order, the math threads decode
+// themselves (kernel: MathTiles::first): handed over, it delayed the start of the one-tile CTAs of
+// masked decode shapes (-0.8 to -1.8%).
 // ------------------------------------------------------------------------------------------------
 struct StaticTiles {
   int taken = 0;
@@ -88,7 +98,15 @@ struct TileRing {
   static constexpr int kSlots = 4;
   uint64_t full[kSlots];
   uint64_t empty[kSlots];
-  int index[kSlots];
+  // What the math warpgroups need of a posted tile that they cannot derive from the kernel's
+  // parameters (a posted tile has a_row = row_start and col_end = Params::n: TileReader); the other
+  // TileInfo fields are the producer's. flags: bit 0 wide, bit 1 peer_active, bit 2 a tile (0: the
+  // CTA's work is done). (A value loaded from shared memory cannot be rematerialized the way a
+  // kernel parameter can, so the slot holds no field the math threads can compute.)
+  struct Slot {
+    int row_start, row_end, col_start, sfb_offset, flags;
+  };
+  Slot slots[kSlots];
 
   // By one thread, before the CTA's first barrier (like the stage ring's barriers). A slot is
   // released by one arrival per reading warp.
@@ -102,54 +120,80 @@ struct TileRing {
   __device__ __forceinline__ static uint32_t parity(int n) { return static_cast<uint32_t>(n / kSlots) & 1u; }
 };
 
-// The producer's feed. Without a ring (null): the static order.
+// The producer's feed: the static order without a counter, else the run-time order. post() hands a
+// decoded tile to the math threads (posted tiles only).
 class TilePoster {
  public:
   __device__ __forceinline__ TilePoster(TileRing* ring, int* counter) : ring_(ring), counter_(counter) {}
 
   __device__ __forceinline__ int next() {
     const int n = taken_++;
-    if (ring_ == nullptr) return static_cast<int>(blockIdx.x + n * gridDim.x);
-    const int t = n == 0 ? static_cast<int>(blockIdx.x) : static_cast<int>(gridDim.x) + reserved_;
+    if (counter_ == nullptr) return static_cast<int>(blockIdx.x + n * gridDim.x);
+    return n == 0 ? static_cast<int>(blockIdx.x) : static_cast<int>(gridDim.x) + reserved_;
+  }
+
+  // Posts the tile the scheduler decoded from the last index (has_tile false: no tile, the end),
+  // except the CTA's first, index blockIdx.x in either order, which the math threads decode
+  // themselves (MathTiles::first in the kernel): it is on their critical path at the start.
+  __device__ __forceinline__ void post(const TileInfo& tile, bool has_tile) {
+    if (taken_ == 1) {
+      if (counter_ != nullptr && has_tile) reserved_ = atomicAdd(counter_, 1);
+      return;
+    }
+    const int n = posted_++;
     ptx::mbar_wait(&ring_->empty[TileRing::slot(n)], TileRing::parity(n) ^ 1u);  // first pass: at once
-    *reinterpret_cast<volatile int*>(&ring_->index[TileRing::slot(n)]) = t;
-    ptx::mbar_arrive(&ring_->full[TileRing::slot(n)]);  // release: the index is visible to the readers
+    TileRing::Slot& slot = ring_->slots[TileRing::slot(n)];
+    if (has_tile) {
+      slot.row_start = tile.row_start, slot.row_end = tile.row_end;
+      slot.col_start = tile.col_start, slot.sfb_offset = tile.sfb_offset;
+    }
+    slot.flags = has_tile ? (4 | (tile.peer_active ? 2 : 0) | (tile.wide ? 1 : 0)) : 0;
+    ptx::mbar_arrive(&ring_->full[TileRing::slot(n)]);  // release: the tile is visible to the readers
     // The next index is taken now, one tile ahead, and after the (release) arrive: under full TMA
     // load an atomic's round trip to the L2 takes microseconds, and a release waits for the
     // thread's earlier memory operations (so the stages' arrivals are relaxed: sm90_ptx.cuh). The
     // tiles in flight stay consecutive: each CTA takes its next index as it starts a tile, so the
     // tiles computed at any time are about gridDim.x indices taken in a row.
-    reserved_ = atomicAdd(counter_, 1);
-    return t;
+    if (counter_ != nullptr && has_tile) reserved_ = atomicAdd(counter_, 1);
   }
 
  private:
   TileRing* ring_;
   int* counter_;
   int taken_ = 0;
+  int posted_ = 0;
   int reserved_ = -1;
 };
 
-// The math threads' feed, called by whole warps. Without a ring (null): the static order.
+// The math threads' tiles when the producer posts them, after the first (TilePoster::post); called
+// by whole warps.
 class TileReader {
  public:
-  __device__ __forceinline__ explicit TileReader(TileRing* ring) : ring_(ring) {}
+  __device__ __forceinline__ TileReader(TileRing* ring, int n) : ring_(ring), n_(n) {}
 
-  __device__ __forceinline__ int next() {
+  __device__ __forceinline__ bool next(TileInfo& tile) {
     const int n = taken_++;
-    if (ring_ == nullptr) return static_cast<int>(blockIdx.x + n * gridDim.x);
     ptx::mbar_wait(&ring_->full[TileRing::slot(n)], TileRing::parity(n));
-    const int t = *reinterpret_cast<volatile const int*>(&ring_->index[TileRing::slot(n)]);
+    const TileRing::Slot& slot = ring_->slots[TileRing::slot(n)];
+    const int flags = slot.flags;
+    const bool has_tile = (flags & 4) != 0;
+    if (has_tile) {
+      tile = TileInfo{};
+      tile.row_start = tile.a_row = slot.row_start, tile.row_end = slot.row_end;
+      tile.col_start = slot.col_start, tile.col_end = n_, tile.sfb_offset = slot.sfb_offset;
+      tile.wide = (flags & 1) != 0, tile.peer_active = (flags & 2) != 0;
+    }
     // One arrival per warp once all its lanes have read (release: the reads are done before the
     // slot is reused). Against one per thread (256 on one barrier): 4 x 8192 N7168 K2048 +0.4%,
     // the K = 7168 cases unchanged (harness, H200; RESULTS.md, session 37).
     __syncwarp();
     if (ptx::lane_id() == 0) ptx::mbar_arrive(&ring_->empty[TileRing::slot(n)]);
-    return t;
+    return has_tile;
   }
 
  private:
   TileRing* ring_;
+  int n_;  // N: every posted tile's col_end
   int taken_ = 0;
 };
 
@@ -343,9 +387,10 @@ struct DenseScheduler {
 //
 // Tile order: groups one after the other; inside group g, cdiv(rows_g, BLOCK_M) x num_n_blocks
 // tiles (but see wide tiles below) in the dense scheduler's banded order (M fastest inside bands of `band` M-blocks). Empty
-// groups have no tiles. The tiles are handed out at run time (tile_counter set: TilePoster /
-// TileReader) or in the static order; the number of tiles is only known on the device, and an
-// index past it ends the CTA's work. A CTA's tile indices increase, so each CTA (each thread running a
+// groups have no tiles. The tiles are handed out at run time (256-row tiles with tile_counter set:
+// TilePoster) or in the static order; the number of tiles is only known on the device, and an
+// index past it ends the CTA's work. The 256-row tile posts its tiles (kPostsTiles below): the
+// producer alone runs this scheduler past the first tile. A CTA's tile indices increase, so each CTA (each thread running a
 // scheduler) keeps a cursor (group, its first tile, its first row, its size) that only moves
 // forward: every group size is read once per thread over the whole kernel (O(G + tiles) per CTA,
 // O(1) amortised per tile). The sizes of the next 4 groups are prefetched into registers, so that
@@ -372,7 +417,11 @@ struct GroupedSchedulerParams {
 template <int BLOCK_M, int BLOCK_N>
 struct GroupedScheduler {
   using Params = GroupedSchedulerParams;
-  static constexpr bool kRunTimeOrder = true;  // Params::tile_counter: tiles handed out at run time
+  // 256-row tiles: the producer decodes the tiles and posts them (TilePoster), in the run-time order
+  // with Params::tile_counter. The math warpgroups of this tile hold two output arrays and sit at
+  // their register limit. The 128- and 64-row tiles (the static order) run the scheduler in every
+  // thread: posted, the f32 64x128 kernel spilled 20 bytes.
+  static constexpr bool kPostsTiles = BLOCK_M == 256;
 
   Params p;  // p.order: the tile order inside a group
   int num_n_blocks;
