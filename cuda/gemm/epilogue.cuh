@@ -202,31 +202,51 @@ struct TmaStoreEpilogue {
   // 16-byte chunks (a row is kRowBytes / 16 chunks, spread over kNumAtoms swizzled atoms); columns
   // >= col_end are skipped (N * sizeof(OutT) % 16 == 0, so a chunk is entirely inside or outside).
   // Consecutive threads take consecutive chunks of a row: 8 threads read one 128-byte swizzled line
-  // (conflict-free) and a warp writes whole contiguous row segments.
+  // (conflict-free) and a warp writes whole contiguous row segments. Where a row's chunks divide the
+  // warpgroup (BLOCK_N = 128: 16 or 32), a thread keeps its chunk, so its column, and steps down
+  // 128 / chunks rows per pass: the addresses are set up once and advanced. (The compiler
+  // recomputes them for every tile, ahead of the branch that picks this path: with a division and
+  // a remainder per pass, ~110 instructions on every tile's way from the first store to the second
+  // in the grouped 256x128 kernel; RESULTS.md, session 38.)
   __device__ __forceinline__ static void store_rows_masked(uint32_t slice_base, const Params& params, int slice_row0,
                                                            int valid_rows, int col_start, int col_end,
                                                            int tid_in_wg) {
-    constexpr int kChunksPerAtomRow = kAtomBytes / 16;
-    constexpr int kChunksPerRow = kRowBytes / 16;
+    constexpr uint32_t kChunksPerAtomRow = kAtomBytes / 16;
+    constexpr uint32_t kChunksPerRow = kRowBytes / 16;
     constexpr int kElemsPerChunk = 16 / kElemBytes;
-    constexpr int kChunksPerSlice = kBoxRows * kChunksPerRow;
-    static_assert(kChunksPerSlice % 128 == 0, "whole iterations of the warpgroup");
+    constexpr uint32_t kChunksPerSlice = kBoxRows * kChunksPerRow;
+    static_assert(kChunksPerSlice % 128 == 0, "whole passes of the warpgroup");
     uint8_t* const d = static_cast<uint8_t*>(params.d);
+    const uint32_t tid = static_cast<uint32_t>(tid_in_wg);
+    auto smem_addr = [&](uint32_t row, uint32_t chunk) {
+      return slice_base + (chunk / kChunksPerAtomRow) * kAtomStride + row * kAtomBytes +
+             (((chunk % kChunksPerAtomRow) * 16) ^ swizzle_xor(row));
+    };
+    auto global_ptr = [&](int row, int col) {
+      return d + (static_cast<size_t>(slice_row0 + row) * static_cast<size_t>(params.ld) + static_cast<size_t>(col)) *
+                     kElemBytes;
+    };
+    if constexpr (128 % kChunksPerRow == 0) {
+      constexpr uint32_t kRowStep = 128 / kChunksPerRow;
+      const uint32_t chunk = tid % kChunksPerRow;
+      const int col = col_start + static_cast<int>(chunk) * kElemsPerChunk;
+      if (col >= col_end) return;
+      uint32_t row = tid / kChunksPerRow;
+      uint8_t* out = global_ptr(static_cast<int>(row), col);
+      const size_t out_step = static_cast<size_t>(kRowStep) * static_cast<size_t>(params.ld) * kElemBytes;
 #pragma unroll
-    for (int i = 0; i < kChunksPerSlice / 128; ++i) {
-      const int idx = i * 128 + tid_in_wg;
-      const int row = idx / kChunksPerRow;
-      const int chunk = idx % kChunksPerRow;
-      const int col = col_start + chunk * kElemsPerChunk;
-      if (row < valid_rows && col < col_end) {
-        const uint32_t atom = static_cast<uint32_t>(chunk / kChunksPerAtomRow);
-        const uint32_t byte_in_atom_row = static_cast<uint32_t>(chunk % kChunksPerAtomRow) * 16;
-        const uint32_t addr = slice_base + atom * kAtomStride + static_cast<uint32_t>(row) * kAtomBytes +
-                              (byte_in_atom_row ^ swizzle_xor(static_cast<uint32_t>(row)));
-        const uint4 v = ptx::ld_shared_v4_u32(addr);
-        const size_t offset = (static_cast<size_t>(slice_row0 + row) * static_cast<size_t>(params.ld) +
-                               static_cast<size_t>(col)) * kElemBytes;
-        ptx::st_global_v4_u32(d + offset, v);
+      for (uint32_t pass = 0; pass < kChunksPerSlice / 128; ++pass, row += kRowStep, out += out_step) {
+        if (static_cast<int>(row) >= valid_rows) break;
+        ptx::st_global_v4_u32(out, ptx::ld_shared_v4_u32(smem_addr(row, chunk)));
+      }
+    } else {
+#pragma unroll
+      for (uint32_t pass = 0; pass < kChunksPerSlice / 128; ++pass) {
+        const uint32_t idx = pass * 128 + tid;
+        const uint32_t row = idx / kChunksPerRow, chunk = idx % kChunksPerRow;
+        const int col = col_start + static_cast<int>(chunk) * kElemsPerChunk;
+        if (static_cast<int>(row) < valid_rows && col < col_end)
+          ptx::st_global_v4_u32(global_ptr(static_cast<int>(row), col), ptx::ld_shared_v4_u32(smem_addr(row, chunk)));
       }
     }
   }
