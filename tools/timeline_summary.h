@@ -42,14 +42,13 @@ void print_timeline(const char* label, const Launch& launch) {
                                             "store 2",  "to next",   "whole tile"};
   const char* prod_names[kProdIntervals] = {"wait stage", "issue k-blocks", "to next"};
   double math_sum[2][kMathIntervals] = {}, prod_sum[kProdIntervals] = {}, cross_sum[4] = {};
-  long long cross_n = 0, cross2_n = 0, ready_n = 0;
+  long long cross_n = 0, cross2_n = 0;
   long long math_n[2] = {}, prod_n = 0;
   double first_data[2] = {};
   long long first_n[2] = {};
   unsigned long long t0 = ~0ull, t_end = 0, start_max = 0;
   double span_sum = 0, ghz_sum = 0;
   int ctas = 0, tiles_max = 0;
-  bool lean = false;
   for (int c = 0; c < tl::kMaxCtas; ++c) {
     const unsigned long long* row = h.data() + static_cast<size_t>(c) * tl::kPerCta;
     if (row[0] == 0 || row[1] == 0) continue;
@@ -64,14 +63,9 @@ void print_timeline(const char* label, const Launch& launch) {
       tiles_max = std::max(tiles_max, n);
       if (n > 0 && ev(role, 0, 2) != 0) first_data[role] += ns(ev(role, 0, 0), ev(role, 0, 2)), ++first_n[role];
       for (int t = 1; t + 1 < n; ++t) {
-        // Lean kernels (grouped 256-row: kTimelineLean in the kernel) record neither event 2 nor 6:
-        // "wait data" is then part of the k-loop and "to next" part of store 2.
-        const bool lean_tile = ev(role, t, 2) == 0 && ev(role, t, 6) == 0 && ev(role, t, 5) != 0;
-        if (ev(role, t, 2) == 0 && !lean_tile) continue;  // no event 2 (the serial loop)
-        lean |= lean_tile;
-        const unsigned long long e[8] = {ev(role, t, 0), ev(role, t, 1), lean_tile ? ev(role, t, 1) : ev(role, t, 2),
-                                         ev(role, t, 3), ev(role, t, 4), ev(role, t, 5),
-                                         lean_tile ? ev(role, t + 1, 0) : ev(role, t, 6), ev(role, t + 1, 0)};
+        if (ev(role, t, 2) == 0) continue;  // no event 2: not a two-wave tile
+        const unsigned long long e[8] = {ev(role, t, 0), ev(role, t, 1), ev(role, t, 2), ev(role, t, 3),
+                                         ev(role, t, 4), ev(role, t, 5), ev(role, t, 6), ev(role, t + 1, 0)};
         for (int i = 0; i < 7; ++i) math_sum[role][i] += ns(e[i], e[i + 1]);
         math_sum[role][7] += ns(e[0], e[7]);
         ++math_n[role];
@@ -86,10 +80,10 @@ void print_timeline(const char* label, const Launch& launch) {
       ++prod_n;
       // One SM clock for all roles of a CTA: when the tile's first k-block was requested, against
       // the previous tile's k-loop end (math warpgroup 0) and the moment its data was there.
-      if (ev(0, t - 1, 3) != 0) {
+      if (ev(0, t, 2) != 0 && ev(0, t - 1, 3) != 0) {
         cross_sum[0] += static_cast<double>(static_cast<long long>(ev(0, t - 1, 3) - ev(2, t, 1))) / ghz;
+        cross_sum[1] += ns(ev(2, t, 1), ev(0, t, 2));
         ++cross_n;
-        if (ev(0, t, 2) != 0) cross_sum[1] += ns(ev(2, t, 1), ev(0, t, 2)), ++ready_n;  // not in lean kernels
       }
       if (ev(0, t, 7) != 0 && ev(2, t, 3) != 0) {
         cross_sum[2] += ns(ev(2, t, 3), ev(0, t, 7));
@@ -182,7 +176,6 @@ void print_timeline(const char* label, const Launch& launch) {
       for (int i = 0; i < 7; ++i) std::printf(" %s %.0f%s", names[i], sum[parity][i] / n[parity], i < 6 ? "," : "\n");
     }
   }
-  if (lean) std::printf("    (lean kernel: no events 2 / 6; wait data is in the k-loop, to next in store 2)\n");
   for (int role = 0; role < 2; ++role) {
     if (math_n[role] == 0) continue;
     std::printf("    math wg%d (ns per tile, %lld tiles; first tile's data after %.0f):", role, math_n[role],
@@ -193,11 +186,9 @@ void print_timeline(const char* label, const Launch& launch) {
     std::printf("    producer (ns per tile):");
     for (int i = 0; i < kProdIntervals; ++i) std::printf(" %s %.0f%s", prod_names[i], prod_sum[i] / prod_n, i + 1 < kProdIntervals ? "," : "\n");
   }
-  if (cross_n > 0) {
-    std::printf("    first k-block of a tile: requested %.0f ns before the previous tile's k-loop ended", cross_sum[0] / cross_n);
-    if (ready_n > 0) std::printf(", ready for wg0 %.0f ns after the request", cross_sum[1] / ready_n);
-    std::printf("\n");
-  }
+  if (cross_n > 0)
+    std::printf("    first k-block of a tile: requested %.0f ns before the previous tile's k-loop ended, "
+                "ready for wg0 %.0f ns after the request\n", cross_sum[0] / cross_n, cross_sum[1] / cross_n);
   if (cross2_n > 0)
     std::printf("    second k-block: requested %.0f ns after the previous tile's k-loop ended, ready for wg0 %.0f ns "
                 "after the request\n", cross_sum[3] / cross2_n, cross_sum[2] / cross2_n);

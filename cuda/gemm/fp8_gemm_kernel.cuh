@@ -819,10 +819,6 @@ __global__ void __launch_bounds__(GemmTraits<BLOCK_M, BLOCK_N, Epilogue, kPerRow
     // k-block 16's as 8), 3 k-loop done, 4 next tile fetched, 5 / 6 after the first / second store().
     [[maybe_unused]] int timeline_tile = 0;
     [[maybe_unused]] const bool timeline_thread = tid_in_wg == 0;
-    // The grouped 256-row kernels record no events 2, 6 and 7 (the summary folds their intervals
-    // into the neighbouring ones): those marks made them spill 100-118 bytes, which slowed the
-    // instrumented kernel by ~12% and put ~2 us of false overhead in every tile (RESULTS.md, session 38).
-    [[maybe_unused]] constexpr bool kTimelineLean = Traits::kLoadPerWave;
     while (has_tile) {
       FP8GEMM_TIMELINE_MARK(timeline_thread, wg, timeline_tile, 0);
       // Rows of this warpgroup beyond the tile's valid rows: no output (and in the serial loop no
@@ -998,8 +994,8 @@ __global__ void __launch_bounds__(GemmTraits<BLOCK_M, BLOCK_N, Epilogue, kPerRow
             float sfb, sfb_wide;
             tile_sfb(kb, sfb, sfb_wide, kWide);
             ptx::mbar_wait(&full_bar[stage], phase);
-            FP8GEMM_TIMELINE_MARK(timeline_thread && !kTimelineLean && kb == 0, wg, timeline_tile, 2);
-            FP8GEMM_TIMELINE_MARK(timeline_thread && !kTimelineLean && kb == 1, wg, timeline_tile, 7);
+            FP8GEMM_TIMELINE_MARK(timeline_thread && kb == 0, wg, timeline_tile, 2);
+            FP8GEMM_TIMELINE_MARK(timeline_thread && kb == 1, wg, timeline_tile, 7);
 #pragma unroll
             for (int wave = 0; wave < kWaves; ++wave) {
               float sfa0, sfa1;
@@ -1212,7 +1208,7 @@ __global__ void __launch_bounds__(GemmTraits<BLOCK_M, BLOCK_N, Epilogue, kPerRow
           Epilogue::store(out1, smem_d, &tmap_d, tile, wg, /*slice=*/2 + wg, tid_in_wg, epi_params);
         }
       }
-      FP8GEMM_TIMELINE_MARK(timeline_thread && !kTimelineLean, wg, timeline_tile, 6);
+      FP8GEMM_TIMELINE_MARK(timeline_thread, wg, timeline_tile, 6);
       if constexpr (!kStageSfb) has_next = tiles.next(next_tile);
       tile = next_tile;
       has_tile = has_next;
