@@ -8,7 +8,8 @@
 //
 // Structure (one CTA per SM, persistent):
 //   warpgroup 0        TMA producer. setmaxnreg.dec to 40; one elected thread walks the tiles of
-//                      the scheduler and, per 128-wide k-block, waits for a free stage ("empty"
+//                      the scheduler (grouped 256-row tiles: and posts them to the math warpgroups,
+//                      scheduler.cuh) and, per 128-wide k-block, waits for a free stage ("empty"
 //                      barrier), then loads the A tile, the SFA slice and the B tile of that stage
 //                      (with a cluster of 2, the tile the pair shares -- A or B -- is loaded by
 //                      rank 0 and multicast into both CTAs).
