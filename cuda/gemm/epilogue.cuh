@@ -205,9 +205,9 @@ struct TmaStoreEpilogue {
   // (conflict-free) and a warp writes whole contiguous row segments. Where a row's chunks divide the
   // warpgroup (BLOCK_N = 128: 16 or 32), a thread keeps its chunk, so its column, and steps down
   // 128 / chunks rows per pass: the addresses are set up once and advanced. (The compiler
-  // recomputes them for every tile, ahead of the branch that picks this path: with a division and
-  // a remainder per pass, ~110 instructions on every tile's way from the first store to the second
-  // in the grouped 256x128 kernel; RESULTS.md, session 38.)
+  // recomputes these addresses on every tile, ahead of the branch that picks this path. Computed
+  // per pass with a division and a remainder, they were ~110 instructions on every tile's way from
+  // the first store to the second in the grouped 256x128 kernel; RESULTS.md, session 38.)
   __device__ __forceinline__ static void store_rows_masked(uint32_t slice_base, const Params& params, int slice_row0,
                                                            int valid_rows, int col_start, int col_end,
                                                            int tid_in_wg) {

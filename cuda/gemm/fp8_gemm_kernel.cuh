@@ -364,8 +364,8 @@ struct ZeroesUnwrittenRows<Scheduler, std::void_t<decltype(Scheduler::kZeroesUnw
     : std::integral_constant<bool, Scheduler::kZeroesUnwrittenRows> {};
 
 // Whether only the producer runs the scheduler and posts the tiles into a TileRing for the math
-// threads (scheduler.cuh: kPostsTiles; the grouped layouts, whose tiles may also be handed out at
-// run time through Params::tile_counter).
+// threads (scheduler.cuh: kPostsTiles; the grouped 256-row tile, whose tiles may also be handed out
+// at run time through Params::tile_counter).
 template <class Scheduler, class = void>
 struct PostsTiles : std::false_type {};
 template <class Scheduler>
@@ -456,8 +456,8 @@ __global__ void __launch_bounds__(GemmTraits<BLOCK_M, BLOCK_N, Epilogue, kPerRow
   // Two buffers of args.sfb_staged_floats B scales per math warpgroup (one tile's each; not with
   // per-row B scales).
   float* const smem_sfb_tiles = reinterpret_cast<float*>(empty_bar + (kMaskShared ? 2 : 1) * num_stages);
-  // Posted tiles (grouped layouts): the producer posts them into a ring after the staging buffers,
-  // in the run-time order when the launch gives a tile counter, else in the static order.
+  // Posted tiles (the grouped 256-row tile): the producer posts them into a ring after the staging
+  // buffers, in the run-time order when the launch gives a tile counter, else in the static order.
   constexpr bool kPostsTiles = detail::PostsTiles<Scheduler>::value;
   TileRing* tile_ring = nullptr;
   int* tile_counter = nullptr;

@@ -386,16 +386,17 @@ struct DenseScheduler {
 // B is [G * N, K] (group g at rows g * N), SFB [G][cdiv(N,128)][cdiv(K,128)], D like A's rows.
 //
 // Tile order: groups one after the other; inside group g, cdiv(rows_g, BLOCK_M) x num_n_blocks
-// tiles (but see wide tiles below) in the dense scheduler's banded order (M fastest inside bands of `band` M-blocks). Empty
-// groups have no tiles. The tiles are handed out at run time (256-row tiles with tile_counter set:
-// TilePoster) or in the static order; the number of tiles is only known on the device, and an
-// index past it ends the CTA's work. The 256-row tile posts its tiles (kPostsTiles below): the
-// producer alone runs this scheduler past the first tile. A CTA's tile indices increase, so each CTA (each thread running a
-// scheduler) keeps a cursor (group, its first tile, its first row, its size) that only moves
-// forward: every group size is read once per thread over the whole kernel (O(G + tiles) per CTA,
-// O(1) amortised per tile). The sizes of the next 4 groups are prefetched into registers, so that
-// stepping over up to 4 groups between two tiles of a CTA (small groups: fewer tiles per group
-// than CTAs) costs no dependent global-memory round trip.
+// tiles (but see wide tiles below) in the dense scheduler's banded order (M fastest inside bands of
+// `band` M-blocks). Empty groups have no tiles. The tiles are handed out at run time (256-row tiles
+// with tile_counter set: TilePoster) or in the static order; the number of tiles is only known on
+// the device, and an index past it ends the CTA's work. The 256-row tile posts its tiles
+// (kPostsTiles below): the producer alone runs this scheduler past the first tile. A CTA's tile
+// indices increase, so each CTA (each thread running a scheduler) keeps a cursor (group, its first
+// tile, its first row, its size) that only moves forward: every group size is read once per
+// thread over the whole kernel (O(G + tiles) per CTA, O(1) amortised per tile). The sizes of the
+// next 4 groups are prefetched into registers, so that stepping over up to 4 groups between two
+// tiles of a CTA (small groups: fewer tiles per group than CTAs) costs no dependent global-memory
+// round trip.
 // Wide tiles (wide_partial, 256-row tiles): a group's last M-block with <= 128 rows would run
 // num_n_blocks one-wave tiles, each loading a whole B tile for half the rows (~2/3 of a full tile's
 // time for half its work). Instead it runs cdiv(num_n_blocks, 2) wide tiles, after the group's
