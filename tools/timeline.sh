@@ -32,10 +32,8 @@ done
 wait
 # The marks cost registers: a kernel at its limit may spill only in this build, and then its timings
 # are not those of the real kernel (session 38: the grouped 256x128 tile, ~12% slower).
-if grep -l "[1-9][0-9]* bytes spill stores" "$dir"/*.ptxas > /dev/null 2>&1; then
-  echo "WARNING: the instrumented build spills (its timings are not the kernel's):"
-  grep -H "[1-9][0-9]* bytes spill stores" "$dir"/*.ptxas | sed "s|$dir/||"
-fi
+spills=$(grep -H "[1-9][0-9]* bytes spill stores" "$dir"/*.ptxas | sed "s|$dir/||")
+[[ -n $spills ]] && printf 'WARNING: the instrumented build spills (its timings are not the kernel'"'"'s):\n%s\n' "$spills"
 grep -H "error" "$dir"/*.ptxas  # compile errors, if any (the link below then fails)
 harness=tools/gemm_standalone_test.cu
 ((grouped)) && harness=tools/grouped_standalone_test.cu
