@@ -1186,11 +1186,14 @@ __global__ void __launch_bounds__(GemmTraits<BLOCK_M, BLOCK_N, Epilogue, kPerRow
         }
       } else if (detail::narrow_wide_tile<Traits, kPerRowScaleB>(tile)) {
         // Warpgroup 0: N-block 0 of rows 0..63, as any tile's first slice. Warpgroup 1: N-block 1
-        // of the same rows, as slice 3 (its own staging rows) of a tile 192 rows higher and BLOCK_N
-        // columns further. (One store call: a second one kept `out` live and made ptxas spill.)
+        // of the same rows, as its first slice (its own staging rows) of a tile 64 rows higher and
+        // BLOCK_N columns further. A first slice waits for all of the warpgroup's earlier TMA stores
+        // to read their rows; as slice 3 it waited for all but the newest, which is the last tile's
+        // slice 3, into the same rows. (One store call: a second one kept `out` live and made
+        // ptxas spill.)
         TileInfo target = tile;
-        if (wg == 1) target.row_start -= 192, target.col_start += BLOCK_N;
-        Epilogue::store(out, smem_d, &tmap_d, target, wg, /*slice=*/3 * wg, tid_in_wg, epi_params);
+        if (wg == 1) target.row_start -= 64, target.col_start += BLOCK_N;
+        Epilogue::store(out, smem_d, &tmap_d, target, wg, /*slice=*/wg, tid_in_wg, epi_params);
       } else if (active) {
         Epilogue::store(out, smem_d, &tmap_d, tile, wg, /*slice=*/wg, tid_in_wg, epi_params);
       }

@@ -140,7 +140,7 @@ class TilePoster {
       if (counter_ != nullptr && has_tile) reserved_ = atomicAdd(counter_, 1);
       return;
     }
-    const int n = posted_++;
+    const int n = taken_ - 2;  // posts so far: one per index taken, the first index's excepted
     ptx::mbar_wait(&ring_->empty[TileRing::slot(n)], TileRing::parity(n) ^ 1u);  // first pass: at once
     TileRing::Slot& slot = ring_->slots[TileRing::slot(n)];
     if (has_tile) {
@@ -161,7 +161,6 @@ class TilePoster {
   TileRing* ring_;
   int* counter_;
   int taken_ = 0;
-  int posted_ = 0;
   int reserved_ = -1;
 };
 
