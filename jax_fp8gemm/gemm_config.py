@@ -97,7 +97,7 @@ def _short_k_factor(bm: int, bn: int, k: int, out_dtype) -> float:
 # out (sharing B: +0-0.5%). The k-grouped wgrad likewise, where the N-blocks pair up. The grouped
 # forward kernels run without clusters: pairs sharing A there measured -3.7% to +1.1% with the
 # tiles handed out at run time (H200, session 37; benchmarks/experiments/s37-grouped-cta-pairs.patch)
-# and -9% to +2.6% in the static order (session 39; s39-grouped-pairs-static-order.patch).
+# and -14% to +2.9% in the static order (session 39; s39-grouped-pairs-static-order.patch).
 _SHARE_A_MIN_K = 1024
 
 
