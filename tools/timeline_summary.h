@@ -35,6 +35,18 @@ void print_timeline(const char* label, const Launch& launch) {
   CUDA_CHECK(cudaDeviceSynchronize());
   std::vector<unsigned long long> h(count);
   CUDA_CHECK(cudaMemcpy(h.data(), dbuf, count * sizeof(unsigned long long), cudaMemcpyDeviceToHost));
+  // FP8GEMM_TIMELINE_DUMP=prefix: the raw stamps also go to prefix<n>.bin, n counting the calls, for
+  // an analysis over time (per CTA: tile by tile; the header maps its SM clock to the global timer).
+  if (const char* prefix = std::getenv("FP8GEMM_TIMELINE_DUMP")) {
+    static int dumps = 0;
+    char path[512];
+    std::snprintf(path, sizeof(path), "%s%d.bin", prefix, dumps++);
+    if (FILE* f = std::fopen(path, "wb")) {
+      std::fwrite(h.data(), sizeof(unsigned long long), count, f);
+      std::fclose(f);
+      std::printf("  timeline %s: raw stamps in %s\n", label, path);
+    }
+  }
 
   // Sums of per-tile intervals (ns) per role; names of the intervals between events.
   constexpr int kMathIntervals = 8, kProdIntervals = 3;

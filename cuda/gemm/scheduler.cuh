@@ -136,19 +136,17 @@ class TilePoster {
   // except the CTA's first, index blockIdx.x in either order, which the math threads decode
   // themselves (MathTiles::first in the kernel): it is on their critical path at the start.
   __device__ __forceinline__ void post(const TileInfo& tile, bool has_tile) {
-    if (taken_ == 1) {
-      if (counter_ != nullptr && has_tile) reserved_ = atomicAdd(counter_, 1);
-      return;
+    if (taken_ > 1) {
+      const int n = taken_ - 2;  // posts so far: one per index taken, the first index's excepted
+      ptx::mbar_wait(&ring_->empty[TileRing::slot(n)], TileRing::parity(n) ^ 1u);  // first pass: at once
+      TileRing::Slot& slot = ring_->slots[TileRing::slot(n)];
+      if (has_tile) {
+        slot.row_start = tile.row_start, slot.row_end = tile.row_end;
+        slot.col_start = tile.col_start, slot.sfb_offset = tile.sfb_offset;
+      }
+      slot.flags = has_tile ? (4 | (tile.peer_active ? 2 : 0) | (tile.wide ? 1 : 0)) : 0;
+      ptx::mbar_arrive(&ring_->full[TileRing::slot(n)]);  // release: the tile is visible to the readers
     }
-    const int n = taken_ - 2;  // posts so far: one per index taken, the first index's excepted
-    ptx::mbar_wait(&ring_->empty[TileRing::slot(n)], TileRing::parity(n) ^ 1u);  // first pass: at once
-    TileRing::Slot& slot = ring_->slots[TileRing::slot(n)];
-    if (has_tile) {
-      slot.row_start = tile.row_start, slot.row_end = tile.row_end;
-      slot.col_start = tile.col_start, slot.sfb_offset = tile.sfb_offset;
-    }
-    slot.flags = has_tile ? (4 | (tile.peer_active ? 2 : 0) | (tile.wide ? 1 : 0)) : 0;
-    ptx::mbar_arrive(&ring_->full[TileRing::slot(n)]);  // release: the tile is visible to the readers
     // The next index is taken now, one tile ahead, and after the (release) arrive: under full TMA
     // load an atomic's round trip to the L2 takes microseconds, and a release waits for the
     // thread's earlier memory operations (so the stages' arrivals are relaxed: sm90_ptx.cuh). The
