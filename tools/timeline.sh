@@ -9,7 +9,9 @@
 # Environment: TILE (default 256x128; a space-separated list runs each, one build), MULTICAST
 # (dense only; default "1 2A"), NVCC_FLAGS (e.g. a what-if's -DFP8GEMM_EXPERIMENT_...); FP8GEMM_TIMELINE_WARM=1 records a
 # launch that follows an unrecorded one (operands in L2, not the flush's dirty lines: decode shapes,
-# whose CTAs run one tile each, get a summary of that tile from kernel entry to exit).
+# whose CTAs run one tile each, get a summary of that tile from kernel entry to exit);
+# FP8GEMM_TIMELINE_DUMP=prefix also writes each recorded launch's raw stamps to prefix<n>.bin (the
+# layout of cuda/gemm/timeline.cuh, for an analysis tile by tile over time).
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
 OUT=${OUT:-/tmp/timeline_out}
