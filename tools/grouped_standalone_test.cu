@@ -6,17 +6,20 @@
 //        tools/grouped_standalone_test.cu cuda/gemm/*.cu -o build/grouped_standalone_test
 //
 // Usage: grouped_standalone_test [--small] [--no-bench] [--bench-only] [--case=TEXT] [--tiles=LIST] [--seed=N]
-//                                 [--runs=N]
+//                                 [--runs=N] [--normal]
 //   --small       tiny cases only, no benchmark (for compute-sanitizer memcheck / racecheck)
 //   --no-bench    correctness only;  --bench-only: the timed cases only (their outputs still checked)
 //   --case=TEXT   only the cases whose name contains TEXT (checked: no graph / rejection checks then),
 //                 e.g. to tell which case a compute-sanitizer report comes from
 //   --tiles=LIST  time only these tiles, e.g. 256x128,128x128 (default: every grouped tile)
+//   --normal      A / B codes distributed as normal values quantized with amax / 448 scales (the
+//                 tensor cores' power, and so the clock of a power-bound kernel, depends on the data;
+//                 the JAX benchmark draws normal values)
 // FP8GEMM_RUN_TIME_ORDER=0 / FP8GEMM_SKIP_WAVES=0 in the environment: the static tile order / no skipping
 // of a partial tile's empty waves (A/B runs of one build).
 //
 // Data: generated on the device from a hash of (seed, row, col), so no large host arrays exist:
-// A / B are random e4m3 codes with magnitudes 2^-3 .. 30 (never NaN), scales random positive
+// A / B are random e4m3 codes with magnitudes 2^-3 .. 30 (never NaN; --normal: fp8_code), scales random positive
 // 2^-4 .. 2^3; the host reference recomputes any element it needs from the same hash. Padding
 // columns of SFA (the MN-major ld past the rows) are NaN: the kernel must never read them.
 //
@@ -35,6 +38,7 @@
 // Timing (default, not with --small): the SPEC's grouped shapes, even and uneven (+-30%, empty
 // groups) sizes, median over --runs runs with L2 flushed, TFLOP/s over the valid rows.
 // Exit code: 0 iff every check passed.
+#include <cuda_fp8.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -67,10 +71,18 @@ __host__ __device__ inline uint32_t mix3(uint64_t seed, uint64_t a, uint64_t b) 
 }
 
 // e4m3 code with exponent field 4..11 (|v| in [2^-3, 30]), random sign and mantissa: never NaN.
-__host__ __device__ inline uint8_t fp8_code(uint32_t h) {
+// normal: the code of x = (sum of the hash's 4 bytes) - 510, nearly normal with sigma 148 (normal
+// values scaled by 448 / amax of their 128-block have sigma ~160), saturated at 448; integer
+// arithmetic and one rounding, so host and device agree bit for bit.
+__host__ __device__ inline uint8_t fp8_code(uint32_t h, bool normal) {
+  if (normal) {
+    const int x = static_cast<int>((h & 255u) + ((h >> 8) & 255u) + ((h >> 16) & 255u) + (h >> 24)) - 510;
+    return static_cast<uint8_t>(__nv_cvt_float_to_fp8(static_cast<float>(x), __NV_SATFINITE, __NV_E4M3));
+  }
   const uint32_t sign = h & 1u, exp = 4u + ((h >> 1) & 7u), mant = (h >> 4) & 7u;
   return static_cast<uint8_t>((sign << 7) | (exp << 3) | mant);
 }
+bool g_normal_codes = false;  // --normal
 
 // Positive scale 2^[-4, 3] * [0.5, 1).
 __host__ __device__ inline float scale_value(uint32_t h) {
@@ -87,11 +99,11 @@ struct Seeds {
 };
 
 // dst[r * cols + c] = code(r, c), r < rows.
-__global__ void fill_fp8_kernel(uint8_t* dst, long long rows, int cols, uint64_t seed) {
+__global__ void fill_fp8_kernel(uint8_t* dst, long long rows, int cols, uint64_t seed, bool normal) {
   const long long count = rows * cols;
   for (long long i = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x; i < count;
        i += static_cast<long long>(gridDim.x) * blockDim.x)
-    dst[i] = fp8_code(mix3(seed, static_cast<uint64_t>(i / cols), static_cast<uint64_t>(i % cols)));
+    dst[i] = fp8_code(mix3(seed, static_cast<uint64_t>(i / cols), static_cast<uint64_t>(i % cols)), normal);
 }
 
 // SFA, MN-major [kb][ld]: (row, kb) = scale(seed, row, kb) for row < rows, NaN in the padding.
@@ -200,8 +212,8 @@ struct DeviceData {
     CUDA_CHECK(cudaMalloc(&d, std::max<size_t>(d_bytes, 16)));
     CUDA_CHECK(cudaMalloc(&d2, std::max<size_t>(d_bytes, 16)));
     CUDA_CHECK(cudaMalloc(&row_flags, std::max<size_t>(static_cast<size_t>(rows), 16)));
-    if (a_bytes) fill_fp8_kernel<<<2048, 256>>>(a, rows, c.k, seeds.a);
-    if (b_bytes) fill_fp8_kernel<<<2048, 256>>>(b, static_cast<long long>(c.g) * c.n, c.k, seeds.b);
+    if (a_bytes) fill_fp8_kernel<<<2048, 256>>>(a, rows, c.k, seeds.a, g_normal_codes);
+    if (b_bytes) fill_fp8_kernel<<<2048, 256>>>(b, static_cast<long long>(c.g) * c.n, c.k, seeds.b, g_normal_codes);
     if (rows) fill_sfa_kernel<<<1024, 256>>>(sfa, c.kb(), rows, c.sfa_ld(), seeds.sfa);
     if (c.g) fill_sfb_kernel<<<256, 256>>>(sfb, static_cast<long long>(c.g) * c.nb(), c.kb(), seeds.sfb);
     CUDA_CHECK(cudaGetLastError());
@@ -265,12 +277,12 @@ struct HostRef {
   HostRef(const Case& cs, const Seeds& seeds) : c(cs), s(seeds) {}
   void a_row(long long row, float* out) const {
     const float* lut = fp8_lut();
-    for (int k = 0; k < c.k; ++k) out[k] = lut[fp8_code(mix3(s.a, static_cast<uint64_t>(row), k))];
+    for (int k = 0; k < c.k; ++k) out[k] = lut[fp8_code(mix3(s.a, static_cast<uint64_t>(row), k), g_normal_codes)];
   }
   void b_row(int g, int col, float* out) const {
     const uint64_t r = static_cast<uint64_t>(g) * c.n + col;
     const float* lut = fp8_lut();
-    for (int k = 0; k < c.k; ++k) out[k] = lut[fp8_code(mix3(s.b, r, k))];
+    for (int k = 0; k < c.k; ++k) out[k] = lut[fp8_code(mix3(s.b, r, k), g_normal_codes)];
   }
   double sfa(long long row, int kb) const { return scale_value(mix3(s.sfa, static_cast<uint64_t>(row), kb)); }
   double sfb(int g, int col, int kb) const {
@@ -751,6 +763,7 @@ int main(int argc, char** argv) {
     if (a == "--small") small = true, bench = false;
     else if (a == "--no-bench") bench = false;
     else if (a == "--bench-only") check = false;
+    else if (a == "--normal") g_normal_codes = true;
     else if (a.rfind("--seed=", 0) == 0) seed = std::strtoull(a.c_str() + 7, nullptr, 10);
     else if (a.rfind("--runs=", 0) == 0) runs = std::max(5, std::atoi(a.c_str() + 7));
     else if (a.rfind("--case=", 0) == 0) only_case = a.substr(7);
