@@ -19,9 +19,10 @@
 // of a partial tile's empty waves (A/B runs of one build).
 //
 // Data: generated on the device from a hash of (seed, row, col), so no large host arrays exist:
-// A / B are random e4m3 codes with magnitudes 2^-3 .. 30 (never NaN; --normal: fp8_code), scales random positive
-// 2^-4 .. 2^3; the host reference recomputes any element it needs from the same hash. Padding
-// columns of SFA (the MN-major ld past the rows) are NaN: the kernel must never read them.
+// A / B are random e4m3 codes with magnitudes 2^-3 .. 30 (never NaN; --normal: see fp8_code),
+// scales random positive 2^-4 .. 2^3; the host reference recomputes any element it needs from the
+// same hash. Padding columns of SFA (the MN-major ld past the rows) are NaN: the kernel must never
+// read them.
 //
 // Checks, per case and configuration (tiles 256x128 / 128x128 / 64x128, bf16 / f32, all SMs + a shallow
 // pipeline on 5 SMs so that every CTA walks many groups):
