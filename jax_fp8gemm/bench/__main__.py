@@ -1,5 +1,5 @@
 """python -m jax_fp8gemm.bench [--suite quantize,gemm] [--out DIR] [--shapes MxNxK,...]
-                              [--protocol sustained|flushed]
+                              [--protocol sustained|settled|flushed]
 
 Prints one table of our ops and their peers measured side by side in this run, writes
 DIR/results.json and DIR/results.png.
@@ -20,9 +20,11 @@ def main(argv=None) -> int:
     p.add_argument("--suite", default="quantize,gemm,grouped")
     p.add_argument("--out", default="bench_out")
     p.add_argument("--shapes", default="", help="gemm shapes MxNxK,... (default: SPEC's table)")
-    p.add_argument("--protocol", default="sustained", choices=("sustained", "flushed"),
-                   help="sustained: back-to-back calls; flushed: DeepGEMM's (L2 flushed before "
-                        "each call), under which SPEC's bars were measured (needs torch)")
+    p.add_argument("--protocol", default="sustained", choices=("sustained", "settled", "flushed"),
+                   help="sustained: back-to-back calls in short bursts (mostly before the power "
+                        "controller lowers the clock); settled: the same after 1.5 s of back-to-back "
+                        "calls (the power-capped clock of a long run); flushed: DeepGEMM's (L2 "
+                        "flushed before each call), under which SPEC's bars were measured (needs torch)")
     args = p.parse_args(argv)
 
     import jax
