@@ -95,9 +95,11 @@ def _short_k_factor(bm: int, bn: int, k: int, out_dtype) -> float:
 # 1024x7168x7168: -2%), so they stay unpaired. The dense wgrad kernel's 256x128 tile (the same
 # loop with per-row B scales): +0.9-1.5% at 7168x7168 and 4096x7168 over 8192 tokens, f32 and bf16
 # out (sharing B: +0-0.5%). The k-grouped wgrad likewise, where the N-blocks pair up. The grouped
-# forward kernels run without clusters: pairs sharing A there measured -3.7% to +1.1% with the
-# tiles handed out at run time (H200, session 37; benchmarks/experiments/s37-grouped-cta-pairs.patch)
-# and -14% to +2.9% in the static order (session 39; s39-grouped-pairs-static-order.patch).
+# forward kernels run without clusters. Pairs sharing A there (static order,
+# benchmarks/experiments/s39-grouped-pairs-static-order.patch) take the same cycles per CTA as
+# unpaired tiles; sessions 37-40 saw them lose up to 14%, but that was the power controller lowering
+# the clock while they ran second in each process (RESULTS.md, session 41). With the clock settled
+# first they measured -5% (32x256 uneven) to +2.5% (256x1024 even), -1 to -3% at 8x4096 (H200).
 _SHARE_A_MIN_K = 1024
 
 

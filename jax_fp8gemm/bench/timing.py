@@ -18,8 +18,9 @@ from idle (compiling and making inputs come between the ops). The GPU's power co
 GEMM draw more than the power limit for its first ~20-40 ms (an H200: ~790 W against 700 W) and
 only then steps the SM clock down, by up to ~13% (RESULTS.md, session 41). So "sustained" mostly
 times that first stretch. Protocol "settled" (`--protocol settled`) first runs each op back to back
-for SETTLE_SECONDS, then times it as "sustained" does: the power-capped state that a long training
-or serving run lives in, where the op that spends less energy per FLOP gets the higher clock.
+for SETTLE_SECONDS, then times windows of ~0.25 s of back-to-back calls: the power-capped state
+that a long training or serving run lives in, where the op that spends less energy per FLOP gets
+the higher clock.
 """
 
 from __future__ import annotations
@@ -56,15 +57,20 @@ PROTOCOL = {"name": "sustained"}  # or "settled" / "flushed" (see the module doc
 _FLUSH_BYTES = 2 << 30
 _FLUSH_CALLS = 30
 SETTLE_SECONDS = 1.5
+_SETTLED_WINDOW_SECONDS = 0.25
 
 
-def _settle(run_once: Callable[[], None]) -> None:
-    """Protocol "settled": run back to back until the power controller has set its clock."""
+def _settle(run_once: Callable[[], None]) -> int:
+    """Protocol "settled": run back to back until the power controller has set its clock; then
+    the number of calls per timed window (~0.25 s of load each, so that a window is not timed
+    right after an idle gap). 1 for the other protocols."""
     if PROTOCOL["name"] != "settled":
-        return
-    t_end = time.perf_counter() + SETTLE_SECONDS
-    while time.perf_counter() < t_end:
+        return 1
+    calls, t0 = 0, time.perf_counter()
+    while time.perf_counter() - t0 < SETTLE_SECONDS:
         run_once()
+        calls += 1
+    return max(1, round(calls * _SETTLED_WINDOW_SECONDS / (time.perf_counter() - t0)))
 
 
 def _flushed_kernel_seconds(call: Callable[[], None]) -> float:
@@ -88,17 +94,22 @@ def _flushed_kernel_seconds(call: Callable[[], None]) -> float:
     return total_us * 1e-6 / _FLUSH_CALLS
 
 
-def _median_time(run_once: Callable[[], None], reps: int, iters: int) -> float:
+def _median_time(run_once: Callable[[], None], reps: int, iters: int, calls: int = 1) -> float:
+    """Median over `iters` windows of `calls` run_once() calls (each `reps` ops) of the time per op."""
+    def window():
+        for _ in range(calls):
+            run_once()
+
     times = []
     for _ in range(iters):
-        kernel = _kernel_seconds(run_once)
+        kernel = _kernel_seconds(window)
         if kernel is not None:
             METHOD["name"] = "kernel"
-            times.append(kernel / reps)
+            times.append(kernel / (reps * calls))
             continue
         t0 = time.perf_counter()
-        run_once()
-        times.append((time.perf_counter() - t0) / reps)
+        window()
+        times.append((time.perf_counter() - t0) / (reps * calls))
     return statistics.median(times)
 
 
@@ -111,8 +122,7 @@ def time_jax(fn: Callable, input_sets: Sequence[tuple], iters: int = 5) -> float
     run = jax.jit(lambda sets: [fn(*s) for s in sets])
     jax.block_until_ready(run(input_sets))  # compile + warm up
     run_once = lambda: jax.block_until_ready(run(input_sets))  # noqa: E731
-    _settle(run_once)
-    return _median_time(run_once, len(input_sets), iters)
+    return _median_time(run_once, len(input_sets), iters, _settle(run_once))
 
 
 def time_torch(fn: Callable, input_sets: Sequence[tuple], iters: int = 5) -> float:
@@ -130,5 +140,4 @@ def time_torch(fn: Callable, input_sets: Sequence[tuple], iters: int = 5) -> flo
         torch.cuda.synchronize()
 
     run_once()  # warm up
-    _settle(run_once)
-    return _median_time(run_once, len(input_sets), iters)
+    return _median_time(run_once, len(input_sets), iters, _settle(run_once))
