@@ -243,11 +243,12 @@ struct L2Flush {
 // after an L2 flush, following `warmup` untimed launches.
 //
 // The GPU's power controller lets a GEMM draw more than the power limit for its first ~20-40 ms of
-// load (H200: ~790 W against 700 W), then steps the SM clock down by up to ~13% (RESULTS.md,
+// load (H200: ~790 W against 700 W), then steps the SM clock down by 10-17% (RESULTS.md,
 // session 41). So the runs of a bench that starts from idle are fast, and whatever runs later in the
 // same process (the second variant, say) is slower. Two environment options show and control this:
-//   FP8GEMM_BENCH_SETTLE_MS=n  launch back to back for n ms first (1000 settles the clock: every
-//                              variant is then timed in the power-capped state a long run sees);
+//   FP8GEMM_BENCH_SETTLE_MS=n  launch back to back for n ms first (1500 settles the clock: every
+//                              variant is then timed power-capped; the flushing memsets draw
+//                              power too, so compare variants, not these times with a long run's);
 //   FP8GEMM_BENCH_TIMES=1      print every run's time (us), in launch order: a step is the clock.
 template <class Launch>
 double median_ms(const Launch& launch, int warmup, int runs, const L2Flush& flush) {

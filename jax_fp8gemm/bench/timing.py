@@ -16,7 +16,7 @@ memset's kernel excluded) is averaged over 30 calls.
 The default, "sustained", times back-to-back calls, but in bursts of ~10-30 ms of load that start
 from idle (compiling and making inputs come between the ops). The GPU's power controller lets a
 GEMM draw more than the power limit for its first ~20-40 ms (an H200: ~790 W against 700 W) and
-only then steps the SM clock down, by up to ~13% (RESULTS.md, session 41). So "sustained" mostly
+only then steps the SM clock down, by 10-17% (RESULTS.md, session 41). So "sustained" mostly
 times that first stretch. Protocol "settled" (`--protocol settled`) first runs each op back to back
 for SETTLE_SECONDS, then times windows of ~0.25 s of back-to-back calls: the power-capped state
 that a long training or serving run lives in, where the op that spends less energy per FLOP gets
