@@ -56,10 +56,10 @@ def main(argv=None) -> int:
     os.makedirs(args.out, exist_ok=True)
     from .timing import METHOD
 
-    print(f"\ntiming: {METHOD['name']} time per op, protocol {args.protocol} "
-          "(see jax_fp8gemm/bench/timing.py)")
+    timing_note = f"{METHOD['name']} time per op, protocol {args.protocol}"
+    print(f"\ntiming: {timing_note} (see jax_fp8gemm/bench/timing.py)")
     print(report.table(rows, jax.devices()[0].device_kind))
-    report.write(rows, args.out, jax.devices()[0].device_kind)
+    report.write(rows, args.out, jax.devices()[0].device_kind, timing_note)
     print(f"\nwrote {args.out}/results.json and {args.out}/results.png")
     return 0
 

@@ -43,9 +43,10 @@ def table(rows, device: str) -> str:
     return "\n".join(out)
 
 
-def write(rows, out_dir: str, device: str) -> None:
+def write(rows, out_dir: str, device: str, timing: str) -> None:
+    """results.json (the rows, the device and how they were timed) and results.png."""
     with open(os.path.join(out_dir, "results.json"), "w") as f:
-        json.dump({"device": device, "rows": rows}, f, indent=1)
+        json.dump({"device": device, "timing": timing, "rows": rows}, f, indent=1)
     try:
         import matplotlib
 
@@ -66,7 +67,7 @@ def write(rows, out_dir: str, device: str) -> None:
         ax.set_xticks([i + 0.4 - width / 2 for i in range(len(srows))])
         ax.set_xticklabels([r["case"] for r in srows], rotation=20, fontsize=8)
         ax.set_ylabel(srows[0]["metric"])
-        ax.set_title(f"{suite} on {device}")
+        ax.set_title(f"{suite} on {device} ({timing})")
         ax.legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(os.path.join(out_dir, "results.png"), dpi=110)
