@@ -7,8 +7,11 @@
 #                                        .git/info/exclude; carry ".peer" to the GPU machine)
 #   tools/deepgemm_peer.sh build         compile only (what `run` does before running)
 #   tools/deepgemm_peer.sh run [args]    (GPU machine, repo root) compile, then run the harness;
-#                                        args go to the harness (--shapes MxNxK,... --iters N ...).
+#                                        args go to the harness (--shapes MxNxK,... --grouped ...
+#                                        --sizes-file F --iters N ...).
 #                                        Output is also written to $OUT/deepgemm_peer.log if OUT is set.
+#   tools/deepgemm_peer.sh sizes         print the group sizes of the benchmark's uneven grouped cases
+#                                        (jax_fp8gemm/bench/suites.py, same draw) as a --sizes-file
 #
 # Environment: NVCC (default: nvcc on PATH, else /usr/local/cuda/bin/nvcc), PEER_JOBS (parallel
 # compiles, default: all cores), PEER_BUILD_DIR (default /tmp/deepgemm_peer_build), PEER_REBUILD=1
@@ -26,7 +29,7 @@ SRC=tools/deepgemm_peer.cu
 # reuses them; the stamp (nvcc version, flags, sources) decides whether to rebuild.
 BUILD=${PEER_BUILD_DIR:-${TMPDIR:-/tmp}/deepgemm_peer_build}
 BIN=$BUILD/deepgemm_peer
-NUM_CONFIGS=10  # number of X(...) rows in PEER_CONFIGS of $SRC; checked below
+NUM_CONFIGS=20  # number of X(...) rows in PEER_CONFIGS of $SRC; checked below
 
 mode=${1:-}
 [[ $# -gt 0 ]] && shift
@@ -222,12 +225,27 @@ run() {
   return "$rc"
 }
 
+# The uneven cases of `python -m jax_fp8gemm.bench --suite grouped`, drawn as its grouped suite draws
+# them (one generator, seeded 0, over GROUPED_CASES in order): lines "G N K size_0 ... size_{G-1}".
+sizes() {
+  python3 - <<'EOF'
+import numpy as np
+from jax_fp8gemm.bench import suites
+rng = np.random.default_rng(0)
+for g, rows, n, k, uneven in suites.GROUPED_CASES:
+    sizes = suites._group_sizes(g * rows, g, uneven, rng)
+    if uneven:
+        print(g, n, k, *sizes.tolist())
+EOF
+}
+
 case "$mode" in
   prepare) prepare ;;
+  sizes) sizes ;;
   build) build ;;
   run) run "$@" ;;
   *)
-    echo "usage: $0 prepare | build | run [--shapes MxNxK,...] [--iters N] [...]" >&2
+    echo "usage: $0 prepare | build | sizes | run [--shapes MxNxK,...] [--grouped cGxRxNxK,...] [...]" >&2
     exit 2
     ;;
 esac
