@@ -907,6 +907,30 @@ Options parse(int argc, char** argv) {
   return o;
 }
 
+// Event-timed single launches, each after a memset of `flush_bytes` (DeepGEMM's bench_kineto
+// protocol, timed by events instead of the profiler): us per launch.
+__global__ void empty_kernel() {}
+std::vector<double> flushed_times(const std::function<cudaError_t(cudaStream_t)>& launch, void* flush,
+                                  size_t flush_bytes, int iters, cudaStream_t stream) {
+  std::vector<cudaEvent_t> es(2 * iters);
+  for (auto& ev : es) CUDA_CHECK(cudaEventCreate(&ev));
+  for (int i = 0; i < iters; ++i) {
+    CUDA_CHECK(cudaMemsetAsync(flush, i & 0xFF, flush_bytes, stream));
+    CUDA_CHECK(cudaEventRecord(es[2 * i], stream));
+    CUDA_CHECK(launch(stream));
+    CUDA_CHECK(cudaEventRecord(es[2 * i + 1], stream));
+  }
+  CUDA_CHECK(cudaStreamSynchronize(stream));
+  std::vector<double> ts(iters);
+  for (int i = 0; i < iters; ++i) {
+    float t = 0;
+    CUDA_CHECK(cudaEventElapsedTime(&t, es[2 * i], es[2 * i + 1]));
+    ts[i] = 1e3 * t;
+  }
+  for (auto& ev : es) CUDA_CHECK(cudaEventDestroy(ev));
+  return ts;
+}
+
 struct Result {
   std::string shape, config;
   bool ok = true, checked = false, ran = false;
@@ -948,6 +972,19 @@ int run(const Options& opt) {
   if (opt.flush_iters > 0 && flush_bytes > 0) CUDA_CHECK(cudaMalloc(&flush, flush_bytes));
   Stats* stats_dev = nullptr;
   CUDA_CHECK(cudaMalloc(&stats_dev, sizeof(Stats)));
+  // What the event timing adds to a flushed launch: an empty kernel timed the same way (the
+  // profiler's kernel time, which DeepGEMM's bench_kineto and our JAX benchmark report, has no such
+  // term; it matters for the ~10-60 us decode and masked launches).
+  double empty_us = 0;
+  if (flush && opt.flush_iters > 0) {
+    auto empty = [](cudaStream_t st) {
+      empty_kernel<<<1, 32, 0, st>>>();
+      return cudaGetLastError();
+    };
+    for (double t : flushed_times(empty, flush, flush_bytes, opt.flush_iters, stream)) empty_us += t;
+    empty_us /= opt.flush_iters;
+    std::printf("flushed launch overhead (an empty kernel, event-timed after the memset): %.2f us\n", empty_us);
+  }
 
   std::vector<Result> results;
   bool all_ok = true;
@@ -1106,33 +1143,19 @@ int run(const Options& opt) {
                   opt.settle_ms, opt.iters, R.b2b_us, R.flops / (R.b2b_us * 1e-6) / 1e12);
 
       if (flush && opt.flush_iters > 0) {
-        std::vector<cudaEvent_t> es(2 * opt.flush_iters);
-        for (auto& ev : es) CUDA_CHECK(cudaEventCreate(&ev));
-        for (int i = 0; i < opt.flush_iters; ++i) {
-          CUDA_CHECK(cudaMemsetAsync(flush, i & 0xFF, flush_bytes, stream));
-          CUDA_CHECK(cudaEventRecord(es[2 * i], stream));
-          CUDA_CHECK(L.fn(stream));
-          CUDA_CHECK(cudaEventRecord(es[2 * i + 1], stream));
-        }
-        CUDA_CHECK(cudaStreamSynchronize(stream));
-        std::vector<double> ts(opt.flush_iters);
+        std::vector<double> ts = flushed_times(L.fn, flush, flush_bytes, opt.flush_iters, stream);
         double sum = 0;
-        for (int i = 0; i < opt.flush_iters; ++i) {
-          float t = 0;
-          CUDA_CHECK(cudaEventElapsedTime(&t, es[2 * i], es[2 * i + 1]));
-          ts[i] = 1e3 * t;
-          sum += ts[i];
-        }
-        for (auto& ev : es) CUDA_CHECK(cudaEventDestroy(ev));
+        for (double t : ts) sum += t;
         std::sort(ts.begin(), ts.end());
         R.flush_us = sum / opt.flush_iters;
         R.flush_min_us = ts.front();
         R.flush_median_us = ts[ts.size() / 2];
         auto tf = [&](double us) { return R.flops / (us * 1e-6) / 1e12; };
         std::printf("   flushed (%d MiB memset before each, %d launches): mean %9.2f us  %7.1f TFLOP/s  "
-                    "(median %.2f us %.1f TFLOP/s, min %.2f us %.1f TFLOP/s)\n",
+                    "(median %.2f us %.1f TFLOP/s, min %.2f us %.1f TFLOP/s; less the empty kernel's %.2f us: "
+                    "%.1f TFLOP/s)\n",
                     opt.flush_mib, opt.flush_iters, R.flush_us, tf(R.flush_us), R.flush_median_us,
-                    tf(R.flush_median_us), R.flush_min_us, tf(R.flush_min_us));
+                    tf(R.flush_median_us), R.flush_min_us, tf(R.flush_min_us), empty_us, tf(R.flush_us - empty_us));
       }
 
       // Optional: the back-to-back batch replayed from a CUDA graph (no host launch cost between
@@ -1184,17 +1207,17 @@ int run(const Options& opt) {
   }
 
   std::printf("\n== summary (DeepGEMM sm90_fp8_gemm_1d2d, %s, pdl=%d)\n", prop.name, opt.pdl ? 1 : 0);
-  std::printf("%-32s %-22s %10s %10s %8s %10s %8s %10s %8s  %s\n", "shape", "config", "calc_diff", "b2b_us",
-              "b2b_TF", "flush_us", "flush_TF", "fl_med_us", "fl_med_TF", "status");
+  std::printf("%-32s %-22s %10s %10s %8s %10s %8s %10s %8s %8s  %s\n", "shape", "config", "calc_diff", "b2b_us",
+              "b2b_TF", "flush_us", "flush_TF", "fl_med_us", "fl_med_TF", "fl_net_TF", "status");
   for (const Result& R : results) {
     auto tf = [&](double us) { return std::isfinite(us) ? R.flops / (us * 1e-6) / 1e12 : NAN; };
-    std::printf("%-32s %-22s %10.2e %10.2f %8.1f %10.2f %8.1f %10.2f %8.1f  %s\n", R.shape.c_str(), R.config.c_str(),
-                R.calc_diff, R.b2b_us, tf(R.b2b_us), R.flush_us, tf(R.flush_us), R.flush_median_us,
-                tf(R.flush_median_us), !R.ok ? "FAIL" : (R.checked ? "ok" : "unchecked"));
+    std::printf("%-32s %-22s %10.2e %10.2f %8.1f %10.2f %8.1f %10.2f %8.1f %8.1f  %s\n", R.shape.c_str(),
+                R.config.c_str(), R.calc_diff, R.b2b_us, tf(R.b2b_us), R.flush_us, tf(R.flush_us), R.flush_median_us,
+                tf(R.flush_median_us), tf(R.flush_us - empty_us), !R.ok ? "FAIL" : (R.checked ? "ok" : "unchecked"));
   }
   std::printf("(b2b: mean over the back-to-back batch; flush: mean / median of single launches after a %d MiB memset;"
-              " TF = 2*(valid rows)*N*K / time in TFLOP/s)\n",
-              opt.flush_mib);
+              " fl_net: the mean less an empty kernel's %.2f us; TF = 2*(valid rows)*N*K / time in TFLOP/s)\n",
+              opt.flush_mib, empty_us);
   if (flush) CUDA_CHECK(cudaFree(flush));
   CUDA_CHECK(cudaFree(stats_dev));
   CUDA_CHECK(cudaStreamDestroy(stream));
