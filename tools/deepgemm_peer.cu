@@ -91,7 +91,9 @@
 // The grouped rows are our benchmark's cases (jax_fp8gemm/bench/suites.py). The heuristic gives
 // every contiguous case BLOCK_M = 128 (its layout's row alignment) x 192, B multicast; the masked
 // ones 128x128 with A multicast (N4096 K7168) and 128x192 with B multicast (N7168 K2048).
-// tools/deepgemm_peer.sh counts these rows: keep one X( per line and update NUM_CONFIGS there.
+// tools/deepgemm_peer_configs.py transcribes that heuristic and prints these rows (the build checks
+// them with --check); tools/deepgemm_peer.sh counts them: keep one X( per line and update
+// NUM_CONFIGS there.
 #define PEER_CONFIGS(X)                                          \
   X(0, kDense, 1, 4096, 7168, 16384, 256, 128, 3, 1, 2)          \
   X(1, kDense, 1, 8192, 8192, 8192, 256, 128, 3, 1, 2)           \

@@ -104,6 +104,7 @@ build() {
   n_rows=$(grep -cE '^ *X\([0-9]+,' "$SRC")
   [[ $n_rows -eq $NUM_CONFIGS ]] ||
     { echo "deepgemm_peer.sh: $SRC has $n_rows config rows, the script expects $NUM_CONFIGS" >&2; exit 1; }
+  python3 tools/deepgemm_peer_configs.py --check >&2 || exit 1  # the rows are DeepGEMM's own picks
 
   local dg_commit
   dg_commit=$(sed -n 's/^deepgemm_commit=//p' "$PEER/VERSION" 2>/dev/null || true)
