@@ -226,15 +226,12 @@ run() {
   return "$rc"
 }
 
-# The uneven cases of `python -m jax_fp8gemm.bench --suite grouped`, drawn as its grouped suite draws
-# them (one generator, seeded 0, over GROUPED_CASES in order): lines "G N K size_0 ... size_{G-1}".
+# The uneven cases of `python -m jax_fp8gemm.bench --suite grouped` with the sizes it runs them
+# with (suites.grouped_case_sizes): lines "G N K size_0 ... size_{G-1}".
 sizes() {
   python3 - <<'EOF'
-import numpy as np
 from jax_fp8gemm.bench import suites
-rng = np.random.default_rng(0)
-for g, rows, n, k, uneven in suites.GROUPED_CASES:
-    sizes = suites._group_sizes(g * rows, g, uneven, rng)
+for (g, rows, n, k, uneven), sizes in zip(suites.GROUPED_CASES, suites.grouped_case_sizes()):
     if uneven:
         print(g, n, k, *sizes.tolist())
 EOF

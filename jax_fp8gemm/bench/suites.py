@@ -256,13 +256,19 @@ MASKED_CASES = [(1, 1024, 4096, 7168), (2, 512, 4096, 7168), (4, 256, 4096, 7168
                 (1, 1024, 7168, 2048), (4, 256, 7168, 2048)]
 
 
+def grouped_case_sizes() -> list[np.ndarray]:
+    """The group sizes of each GROUPED_CASES entry as the grouped suite runs them (one generator,
+    seeded 0, drawn in order; tools/deepgemm_peer.sh hands the same uneven sizes to DeepGEMM)."""
+    rng = np.random.default_rng(0)
+    return [_group_sizes(g * rows, g, uneven, rng) for g, rows, _, _, uneven in GROUPED_CASES]
+
+
 def grouped_suite(progress: Progress) -> Iterator[dict]:
     """Contiguous grouped GEMM (unpadded group sizes) against ragged_dot and torch._grouped_mm."""
     torch = _torch()
-    rng = np.random.default_rng(0)
-    for g, rows, n, k, uneven in GROUPED_CASES:
+    for (g, rows, n, k, uneven), group_sizes in zip(GROUPED_CASES, grouped_case_sizes()):
         m = g * rows
-        sizes = jnp.asarray(_group_sizes(m, g, uneven, rng))
+        sizes = jnp.asarray(group_sizes)
         flops = 2.0 * m * n * k / 1e12
         reps = 2 if g * n * k * 2 < 8e9 else 1  # 256 experts: one 15 GB weight set, no second
         keys = jax.random.split(jax.random.key(3), 2 * reps)
