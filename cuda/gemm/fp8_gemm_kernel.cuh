@@ -286,19 +286,29 @@ __device__ __forceinline__ bool narrow_wide_tile(const TileInfo& t) {
   return Traits::kLoadPerWave && !kPerRowScaleB && t.wide && t.row_end - t.row_start <= 64;
 }
 
+// o + a * s, or a * s for a tile's first k-block (kFirst: its outputs need no zeroing beforehand).
+template <bool kFirst>
+__device__ __forceinline__ float scale_add(float a, float s, float o) {
+  if constexpr (kFirst)
+    return a * s;
+  else
+    return fmaf(a, s, o);
+}
+
 // out += acc * scale, where chunks (8 columns) [0, kSplit) use the first B-scale block and chunks
 // [kSplit, kNumAcc/4) the second. s_r_b = sfa(row r) * sfb(block b), r = thread's row 0 / row 8.
-template <int kSplit, int kNumAcc>
+// kFirst: the tile's first k-block, out = acc * scale (scale_add).
+template <int kSplit, bool kFirst = false, int kNumAcc>
 __device__ __forceinline__ void promote(float (&out)[kNumAcc], const float (&acc)[kNumAcc], float s0_b0,
                                         float s1_b0, float s0_b1, float s1_b1) {
 #pragma unroll
   for (int i = 0; i < kNumAcc / 4; ++i) {
     const float s0 = i < kSplit ? s0_b0 : s0_b1;  // resolved at compile time
     const float s1 = i < kSplit ? s1_b0 : s1_b1;
-    out[4 * i + 0] = fmaf(acc[4 * i + 0], s0, out[4 * i + 0]);
-    out[4 * i + 1] = fmaf(acc[4 * i + 1], s0, out[4 * i + 1]);
-    out[4 * i + 2] = fmaf(acc[4 * i + 2], s1, out[4 * i + 2]);
-    out[4 * i + 3] = fmaf(acc[4 * i + 3], s1, out[4 * i + 3]);
+    out[4 * i + 0] = scale_add<kFirst>(acc[4 * i + 0], s0, out[4 * i + 0]);
+    out[4 * i + 1] = scale_add<kFirst>(acc[4 * i + 1], s0, out[4 * i + 1]);
+    out[4 * i + 2] = scale_add<kFirst>(acc[4 * i + 2], s1, out[4 * i + 2]);
+    out[4 * i + 3] = scale_add<kFirst>(acc[4 * i + 3], s1, out[4 * i + 3]);
   }
 }
 
@@ -327,16 +337,18 @@ __device__ __forceinline__ void dispatch_split(int split, F&& f) {
 // bytes: one wavefront, broadcast to the 8 lanes of equal lane%4). Reading them here, right where
 // they are used, keeps them out of the register budget of the deferred loop (the stage is released
 // after the promotion instead of before it).
-template <int kNumAcc>
-__device__ __forceinline__ void promote_per_column(float (&out)[kNumAcc], const float (&acc)[kNumAcc], float sfa0,
-                                                   float sfa1, uint32_t sfb_thread_addr) {
+// kFirst as in promote().
+template <bool kFirst, int kNumAcc>
+__device__ __forceinline__ void promote_per_column(std::bool_constant<kFirst>, float (&out)[kNumAcc],
+                                                   const float (&acc)[kNumAcc], float sfa0, float sfa1,
+                                                   uint32_t sfb_thread_addr) {
 #pragma unroll
   for (int i = 0; i < kNumAcc / 4; ++i) {
     const float2 sb = ptx::ld_shared_v2_f32(sfb_thread_addr + i * 8 * 4);
-    out[4 * i + 0] = fmaf(acc[4 * i + 0], sfa0 * sb.x, out[4 * i + 0]);
-    out[4 * i + 1] = fmaf(acc[4 * i + 1], sfa0 * sb.y, out[4 * i + 1]);
-    out[4 * i + 2] = fmaf(acc[4 * i + 2], sfa1 * sb.x, out[4 * i + 2]);
-    out[4 * i + 3] = fmaf(acc[4 * i + 3], sfa1 * sb.y, out[4 * i + 3]);
+    out[4 * i + 0] = scale_add<kFirst>(acc[4 * i + 0], sfa0 * sb.x, out[4 * i + 0]);
+    out[4 * i + 1] = scale_add<kFirst>(acc[4 * i + 1], sfa0 * sb.y, out[4 * i + 1]);
+    out[4 * i + 2] = scale_add<kFirst>(acc[4 * i + 2], sfa1 * sb.x, out[4 * i + 2]);
+    out[4 * i + 3] = scale_add<kFirst>(acc[4 * i + 3], sfa1 * sb.y, out[4 * i + 3]);
   }
 }
 
@@ -757,10 +769,14 @@ __global__ void __launch_bounds__(GemmTraits<BLOCK_M, BLOCK_N, Epilogue, kPerRow
     // kPerRowScaleB: per-column B scales from the SFB slot of (stage st, phase ph), read while
     // promoting; the slot stays valid until the stage's next-but-one refill (two slots per stage).
     const uint32_t sfb_thread_offset = (2u * (lane % 4u)) * 4u;  // bytes: column 2*(lane%4) of chunk 0
+    // first: the tile's first k-block (a constant where called; detail::promote()'s kFirst).
     auto promote_per_column = [&](float (&o)[kNumAcc], const float (&a)[kNumAcc], float sfa0, float sfa1,
-                                  uint32_t st, uint32_t ph) {
-      detail::promote_per_column(
-          o, a, sfa0, sfa1, ptx::smem_u32(smem_sfb + (2 * st + ph) * Traits::kSfbSlotFloats) + sfb_thread_offset);
+                                  uint32_t st, uint32_t ph, bool first = false) {
+      const uint32_t sfb_addr = ptx::smem_u32(smem_sfb + (2 * st + ph) * Traits::kSfbSlotFloats) + sfb_thread_offset;
+      if (first)
+        detail::promote_per_column(std::true_type{}, o, a, sfa0, sfa1, sfb_addr);
+      else
+        detail::promote_per_column(std::false_type{}, o, a, sfa0, sfa1, sfb_addr);
     };
     // Release with per-column B scales: the stage's next contents (and, a pass later, this slot's)
     // arrive by TMA (the async proxy) once every warp has released it, so the warp's shared-memory
@@ -874,14 +890,23 @@ __global__ void __launch_bounds__(GemmTraits<BLOCK_M, BLOCK_N, Epilogue, kPerRow
         }
       };
 
+      // The tile's outputs. Every k-loop below but the two-wave one starts by zeroing them; the
+      // two-wave loop initialises them in its first k-block's promotion instead (out = acc * scale):
+      // zeroing 2 x kNumAcc registers per tile was ~9% of the warps' samples at K = 512.
       float out[kNumAcc];
-#pragma unroll
-      for (int i = 0; i < kNumAcc; ++i) out[i] = 0.f;
       // Output of the second wave (256-row tiles; a 1-element dummy otherwise).
       constexpr int kNumWaves = Traits::kNumWaves;
       float out1[kNumWaves > 1 ? kNumAcc : 1];
+      auto zero_outputs = [&](bool first = true, bool second = true) {
+        if (first) {
 #pragma unroll
-      for (int i = 0; i < (kNumWaves > 1 ? kNumAcc : 1); ++i) out1[i] = 0.f;
+          for (int i = 0; i < kNumAcc; ++i) out[i] = 0.f;
+        }
+        if (second) {
+#pragma unroll
+          for (int i = 0; i < (kNumWaves > 1 ? kNumAcc : 1); ++i) out1[i] = 0.f;
+        }
+      };
       const bool active1 = kNumWaves > 1 && tile.row_start + 128 + wg * 64 < tile.row_end;
 
       bool deferred = false;
@@ -889,8 +914,10 @@ __global__ void __launch_bounds__(GemmTraits<BLOCK_M, BLOCK_N, Epilogue, kPerRow
       if (kTileKRange && tile_k_blocks <= 0) {
         // Empty k-range (an empty group of the k-grouped GEMM): no stage is consumed, the
         // epilogue writes the zero tile.
+        zero_outputs();
       } else if (deferred) {
         if constexpr (Traits::kDeferredPromotion) {
+          zero_outputs();
           // Deferred promotion: the wgmmas of k-block kb+1 are issued (into the other accumulator)
           // before k-block kb is promoted, so the tensor cores always have this warpgroup's next
           // block queued while the CUDA cores promote. Costs a second accumulator array (tiles with
@@ -987,11 +1014,15 @@ __global__ void __launch_bounds__(GemmTraits<BLOCK_M, BLOCK_N, Epilogue, kPerRow
                       "256-row tiles are 128 wide (one B-scale block), or have per-row B scales");
         // Wave 1 of a wide tile: A as wave 0; B kSmemA - kALoadRows * 128 bytes before the B tile.
         constexpr uint32_t kWideBOffset = static_cast<uint32_t>(-(Traits::kSmemA - Traits::kALoadRows * kBlockK) / 16);
+        // The tile's first k-block is peeled off: its promotion initialises the outputs (every tile
+        // has one: K >= 1, and per-tile k-ranges, which may be empty, are not peeled).
         auto wave_loop = [&](auto waves_c, auto wide_c) {
           constexpr int kWaves = decltype(waves_c)::value;
           constexpr bool kWide = decltype(wide_c)::value;
-#pragma unroll kTwoWaveUnroll<Epilogue::kElemBytes>
-          for (int kb = 0; kb < tile_k_blocks; ++kb) {
+          // Not in the k-grouped wgrad kernels (per-tile k-ranges): there the peeled copy made ptxas spill.
+          constexpr bool kPeelFirst = !kTileKRange;
+          if (!kPeelFirst || kWaves < kNumWaves) zero_outputs(/*first=*/!kPeelFirst);  // one-wave tiles: out1 unused
+          auto k_block = [&](int kb, auto first_c) {
             float sfb, sfb_wide;
             tile_sfb(kb, sfb, sfb_wide, kWide);
             ptx::mbar_wait(&full_bar[stage], phase);
@@ -1009,15 +1040,19 @@ __global__ void __launch_bounds__(GemmTraits<BLOCK_M, BLOCK_N, Epilogue, kPerRow
               ptx::fence_operands(acc);
               if constexpr (kPerRowScaleB) {
                 if (wave == kWaves - 1) fence_and_release(stage);
-                promote_per_column(wave == 0 ? out : out1, acc, sfa0, sfa1, stage, phase);
+                promote_per_column(wave == 0 ? out : out1, acc, sfa0, sfa1, stage, phase, decltype(first_c)::value);
               } else {
                 if (wave == kWaves - 1) release(stage);
                 const float b = (kWide && wave == 1) ? sfb_wide : sfb;
-                detail::promote<kNumAcc / 4>(wave == 0 ? out : out1, acc, sfa0 * b, sfa1 * b, 0.f, 0.f);
+                detail::promote<kNumAcc / 4, decltype(first_c)::value>(wave == 0 ? out : out1, acc, sfa0 * b,
+                                                                       sfa1 * b, 0.f, 0.f);
               }
             }
             advance(stage, phase);
-          }
+          };
+          if constexpr (kPeelFirst) k_block(0, std::true_type{});
+#pragma unroll kTwoWaveUnroll<Epilogue::kElemBytes>
+          for (int kb = kPeelFirst ? 1 : 0; kb < tile_k_blocks; ++kb) k_block(kb, std::false_type{});
         };
         // (Wide tiles exist in kLoadPerWave kernels only; elsewhere this instantiates the narrow loop.)
         using Narrow = std::false_type;
@@ -1057,6 +1092,7 @@ __global__ void __launch_bounds__(GemmTraits<BLOCK_M, BLOCK_N, Epilogue, kPerRow
               ptx::fence_operands(acc);
               ptx::fence_operands(pscale);
             };
+            zero_outputs();
             if (tile_k_blocks <= 0) return;
             ptx::mbar_wait(&full_bar[stage], phase);
             uint32_t a0, a1;  // A's operand of the next wave
@@ -1101,6 +1137,7 @@ __global__ void __launch_bounds__(GemmTraits<BLOCK_M, BLOCK_N, Epilogue, kPerRow
             // second N-block) against N-block 1, both into `out`.
             const uint32_t a_offset = wg == 1 ? static_cast<uint32_t>(-(64 * kBlockK / 16)) : 0u;
             const uint32_t b_offset = wg == 1 ? kWideBOffset : 0u;
+            zero_outputs();
 #pragma unroll 4
             for (int kb = 0; kb < tile_k_blocks; ++kb) {
               float sfb, sfb_wide;
@@ -1128,6 +1165,7 @@ __global__ void __launch_bounds__(GemmTraits<BLOCK_M, BLOCK_N, Epilogue, kPerRow
         // warpgroups' promotions overlap each other's wgmmas. The tile's B-scale split is
         // dispatched once, outside the loop (one copy of the loop per possible split, as DeepGEMM
         // does), so that the loop body has no branch and unrolls.
+        zero_outputs();
         auto serial_loop = [&](auto split_c) {
           [[maybe_unused]] constexpr int kSplit = decltype(split_c)::value;  // not with per-column B scales
 #pragma unroll kSerialUnroll
