@@ -1164,17 +1164,21 @@ __global__ void __launch_bounds__(GemmTraits<BLOCK_M, BLOCK_N, Epilogue, kPerRow
         // Serial promotion (DeepGEMM's order): issue, wait, release, promote; the two math
         // warpgroups' promotions overlap each other's wgmmas. The tile's B-scale split is
         // dispatched once, outside the loop (one copy of the loop per possible split, as DeepGEMM
-        // does), so that the loop body has no branch and unrolls.
+        // does), and so is `active` (a warpgroup without rows in the tile only waits for and
+        // releases the stages), so that the loop body has no branch and unrolls: with the promotion
+        // in a branch, ptxas could not move the next k-block's barrier wait and descriptor
+        // arithmetic up into it.
         zero_outputs();
-        auto serial_loop = [&](auto split_c) {
+        auto serial_loop = [&](auto split_c, auto active_c) {
           [[maybe_unused]] constexpr int kSplit = decltype(split_c)::value;  // not with per-column B scales
+          constexpr bool kActive = decltype(active_c)::value;
 #pragma unroll kSerialUnroll
           for (int kb = 0; kb < tile_k_blocks; ++kb) {
-            float sfb0_cur, sfb1_cur;
-            tile_sfb(kb, sfb0_cur, sfb1_cur);
+            float sfb0_cur = 0.f, sfb1_cur = 0.f;
+            if constexpr (kActive) tile_sfb(kb, sfb0_cur, sfb1_cur);
             ptx::mbar_wait(&full_bar[stage], phase);
             float sfa0 = 0.f, sfa1 = 0.f;
-            if (active) {
+            if constexpr (kActive) {
               load_sfa(stage, sfa0, sfa1, 0, sfa_shift(kb));
               issue(acc, stage);
               ptx::wgmma_wait<0>();
@@ -1182,19 +1186,25 @@ __global__ void __launch_bounds__(GemmTraits<BLOCK_M, BLOCK_N, Epilogue, kPerRow
             }
             if constexpr (kPerRowScaleB) {
               fence_and_release(stage);
-              if (active) promote_per_column(out, acc, sfa0, sfa1, stage, phase);
+              if constexpr (kActive) promote_per_column(out, acc, sfa0, sfa1, stage, phase);
             } else {
               release(stage);
-              if (active)
+              if constexpr (kActive)
                 detail::promote<kSplit>(out, acc, sfa0 * sfb0_cur, sfa1 * sfb0_cur, sfa0 * sfb1_cur, sfa1 * sfb1_cur);
             }
             advance(stage, phase);
           }
         };
+        auto serial_loops = [&](auto split_c) {
+          if (active)
+            serial_loop(split_c, std::true_type{});
+          else
+            serial_loop(split_c, std::false_type{});
+        };
         if constexpr (Traits::kMayStraddle && !kPerRowScaleB)
-          detail::dispatch_split<Traits::kScaleGcd / 8, Traits::kScaleGcd / 8, kSplitMax>(split, serial_loop);
+          detail::dispatch_split<Traits::kScaleGcd / 8, Traits::kScaleGcd / 8, kSplitMax>(split, serial_loops);
         else
-          serial_loop(std::integral_constant<int, kNumAcc / 4>{});
+          serial_loops(std::integral_constant<int, kNumAcc / 4>{});
       }
 
       FP8GEMM_TIMELINE_MARK(timeline_thread, wg, timeline_tile, 3);
