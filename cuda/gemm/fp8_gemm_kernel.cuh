@@ -890,9 +890,10 @@ __global__ void __launch_bounds__(GemmTraits<BLOCK_M, BLOCK_N, Epilogue, kPerRow
         }
       };
 
-      // The tile's outputs. Every k-loop below but the two-wave one starts by zeroing them; the
-      // two-wave loop initialises them in its first k-block's promotion instead (out = acc * scale):
-      // zeroing 2 x kNumAcc registers per tile was ~9% of the warps' samples at K = 512.
+      // The tile's outputs. Every k-loop below starts by zeroing them but the two-wave one, which
+      // initialises them in its first k-block's promotion instead (out = acc * scale; not in the
+      // k-grouped wgrad kernels): zeroing 2 x kNumAcc registers per tile was ~9% of the warps'
+      // samples at K = 512 (RESULTS.md, session 43).
       float out[kNumAcc];
       // Output of the second wave (256-row tiles; a 1-element dummy otherwise).
       constexpr int kNumWaves = Traits::kNumWaves;
