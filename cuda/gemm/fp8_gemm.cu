@@ -16,6 +16,7 @@
 
 // Defined (explicitly instantiated) in fp8_gemm_inst_*.cu.
 FP8GEMM_COMPILED_TILES(FP8GEMM_EXTERN_TILE)
+FP8GEMM_SHORT_K_TILES(FP8GEMM_EXTERN_SHORT_K_TILE)
 FP8GEMM_COMPILED_GROUPED_TILES(FP8GEMM_EXTERN_GROUPED_TILE)
 FP8GEMM_COMPILED_WGRAD_TILES(FP8GEMM_EXTERN_WGRAD_TILE)
 
@@ -63,25 +64,37 @@ static_assert(same_tiles(kCompiledWgradTiles, kInstantiatedWgradTiles),
 constexpr int kSmemPerBlockSm90 = 232448;  // 227 KB: per-block opt-in maximum of sm_90
 constexpr int kMaxStagesCap = 32;          // deeper pipelines buy nothing
 constexpr int kMaxDevices = 64;
-constexpr int kNumEntries = 2 * kNumCompiledTiles;
+#define FP8GEMM_COUNT_SHORT_K(BM, BN, KB) +1
+constexpr int kNumShortKTiles = 0 FP8GEMM_SHORT_K_TILES(FP8GEMM_COUNT_SHORT_K);
+#undef FP8GEMM_COUNT_SHORT_K
+constexpr int kNumEntries = 2 * (kNumShortKTiles + kNumCompiledTiles);
 
+// The short-K twins first: find_in returns the first entry that fits.
 const KernelEntry* registry() {
+#define FP8GEMM_SHORT_K_ENTRY(BM, BN, KB) \
+  detail::kernel_entry<BM, BN, OutDtype::kBF16, KB>(), detail::kernel_entry<BM, BN, OutDtype::kF32, KB>(),
 #define FP8GEMM_ENTRY(BM, BN) \
   detail::kernel_entry<BM, BN, OutDtype::kBF16>(), detail::kernel_entry<BM, BN, OutDtype::kF32>(),
-  static const KernelEntry table[kNumEntries] = {FP8GEMM_COMPILED_TILES(FP8GEMM_ENTRY)};
+  static const KernelEntry table[kNumEntries] = {FP8GEMM_SHORT_K_TILES(FP8GEMM_SHORT_K_ENTRY)
+                                                     FP8GEMM_COMPILED_TILES(FP8GEMM_ENTRY)};
 #undef FP8GEMM_ENTRY
+#undef FP8GEMM_SHORT_K_ENTRY
   return table;
 }
 
-// Index of the (block_m, block_n, out) kernel in a registry table, or -1 if not compiled.
-int find_in(const KernelEntry* table, int count, int block_m, int block_n, OutDtype out) {
+// Index of the first (block_m, block_n, out) kernel in a registry table that runs num_k_blocks
+// k-blocks (any count: not a short-K kernel), or -1 if not compiled.
+int find_in(const KernelEntry* table, int count, int block_m, int block_n, OutDtype out,
+            int num_k_blocks = INT_MAX) {
   for (int i = 0; i < count; ++i)
-    if (table[i].block_m == block_m && table[i].block_n == block_n && table[i].out == out) return i;
+    if (table[i].block_m == block_m && table[i].block_n == block_n && table[i].out == out &&
+        (table[i].max_k_blocks == 0 || num_k_blocks <= table[i].max_k_blocks))
+      return i;
   return -1;
 }
 
-int find_entry(int block_m, int block_n, OutDtype out) {
-  return find_in(registry(), kNumEntries, block_m, block_n, out);
+int find_entry(int block_m, int block_n, OutDtype out, int num_k_blocks = INT_MAX) {
+  return find_in(registry(), kNumEntries, block_m, block_n, out, num_k_blocks);
 }
 
 constexpr int kNumGroupedEntries = 2 * kNumCompiledGroupedTiles;
@@ -452,9 +465,9 @@ cudaError_t launch_fp8_gemm(const GemmProblem& p, const GemmConfig& cfg, cudaStr
   if (!aligned(p.a, 16) || !aligned(p.b, 16) || !aligned(p.sfa, 16) || !aligned(p.d, 16) || !aligned(p.sfb, 4))
     return cudaErrorInvalidValue;
 
-  const int entry_idx = find_entry(cfg.block_m, cfg.block_n, p.out_dtype);
-  const KernelEntry& e = registry()[entry_idx];
   const int num_k_blocks = (p.k + kBlockK - 1) / kBlockK;
+  const int entry_idx = find_entry(cfg.block_m, cfg.block_n, p.out_dtype, num_k_blocks);
+  const KernelEntry& e = registry()[entry_idx];
   const int sfb_staged_floats = sfb_staged_floats_of(e, num_k_blocks);
   const int k_splits = cfg.k_splits;
   LaunchSetup s;

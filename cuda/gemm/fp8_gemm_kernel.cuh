@@ -360,6 +360,26 @@ struct HasTileKRange : std::false_type {};
 template <class Scheduler>
 struct HasTileKRange<Scheduler, std::void_t<decltype(Scheduler::kTileKRange)>>
     : std::integral_constant<bool, Scheduler::kTileKRange> {};
+// The most k-blocks a tile of the scheduler has, when known at compile time (short-K dense
+// kernels: DenseScheduler's kMaxKBlocks), else 0.
+template <class Scheduler, class = void>
+struct MaxTileKBlocks : std::integral_constant<int, 0> {};
+template <class Scheduler>
+struct MaxTileKBlocks<Scheduler, std::void_t<decltype(Scheduler::kMaxKBlocks)>>
+    : std::integral_constant<int, Scheduler::kMaxKBlocks> {};
+// Calls f(std::integral_constant<int, n>{}) if kFirst <= n <= kLast, and says whether it did.
+template <int kFirst, int kLast, class F>
+__device__ __forceinline__ bool dispatch_count(int n, F&& f) {
+  if constexpr (kFirst > kLast) {
+    return false;
+  } else {
+    if (n == kFirst) {
+      f(std::integral_constant<int, kFirst>{});
+      return true;
+    }
+    return dispatch_count<kFirst + 1, kLast>(n, f);
+  }
+}
 // Whether the scheduler's tiles have k-blocks that two groups share (k-grouped wgrad): a third
 // barrier per stage and the producer warpgroup's masking warps.
 template <class Scheduler, class = void>
@@ -438,6 +458,7 @@ __global__ void __launch_bounds__(GemmTraits<BLOCK_M, BLOCK_N, Epilogue, kPerRow
                          const __grid_constant__ CUtensorMap tmap_sfb) {
 #if defined(__CUDA_ARCH__) && (__CUDA_ARCH__ >= 900) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
   constexpr bool kTileKRange = detail::HasTileKRange<Scheduler>::value;
+  constexpr int kMaxTileKBlocks = detail::MaxTileKBlocks<Scheduler>::value;
   constexpr bool kMaskShared = detail::MasksSharedBlocks<Scheduler>::value;
   using Traits = GemmTraits<BLOCK_M, BLOCK_N, Epilogue, kPerRowScaleB, kMaskShared>;
   // Split-K over a cluster (args.k_splits > 1): the dense decode tiles, 64 or 128 x 32 or 64
@@ -1051,6 +1072,19 @@ __global__ void __launch_bounds__(GemmTraits<BLOCK_M, BLOCK_N, Epilogue, kPerRow
             }
             advance(stage, phase);
           };
+          // Short-K kernels (at most kMaxTileKBlocks k-blocks per tile, K <= 512): one straight-line
+          // copy per k-block count. Without the loop's back edge, ptxas issues each k-block's
+          // barrier wait among the previous promotion's FFMAs (DeepGEMM compiles K in); the loop
+          // below stays as the catch-all.
+          if constexpr (kMaxTileKBlocks > 0 && kPeelFirst && kWaves == 2 && !kWide) {
+            const bool straight = detail::dispatch_count<1, kMaxTileKBlocks>(tile_k_blocks, [&](auto count_c) {
+              constexpr int kCount = decltype(count_c)::value;
+              k_block(0, std::true_type{});
+#pragma unroll
+              for (int kb = 1; kb < kCount; ++kb) k_block(kb, std::false_type{});
+            });
+            if (straight) return;
+          }
           if constexpr (kPeelFirst) k_block(0, std::true_type{});
 #pragma unroll kTwoWaveUnroll<Epilogue::kElemBytes>
           for (int kb = kPeelFirst ? 1 : 0; kb < tile_k_blocks; ++kb) k_block(kb, std::false_type{});
@@ -1285,6 +1319,10 @@ __global__ void __launch_bounds__(GemmTraits<BLOCK_M, BLOCK_N, Epilogue, kPerRow
 #define FP8GEMM_COMPILED_TILES(X) \
   X(128, 112) X(128, 128) X(128, 144) X(128, 160) X(128, 192) X(256, 128) X(128, 32) X(128, 64) X(64, 32) X(64, 64) \
   X(64, 128) X(64, 192)
+// Short-K twins of compiled tiles, X(BM, BN, max k-blocks): kernels whose tiles have at most that
+// many k-blocks (DenseScheduler's kMaxKBlocks), launched instead of the tile's kernel when K fits.
+// 256x128, K <= 512: the two-wave loop's back edge costs 2% there (benchmarks/RESULTS.md, session 44).
+#define FP8GEMM_SHORT_K_TILES(X) X(256, 128, 4)
 
 namespace detail {
 
@@ -1301,6 +1339,7 @@ struct KernelEntry {
   int a_load_rows = 0;   // rows of A per TMA load (GemmTraits::kALoadRows)
   int sfb_staged_rows = 0;  // rows of B scales staged per tile (GemmTraits::kSfbStagedRows)
   bool scale_ops = false;   // B's scale operand instead of its scales (GemmTraits::kScaleMma)
+  int max_k_blocks = 0;     // > 0: a short-K kernel, for at most this many k-blocks
 };
 
 template <OutDtype kOut>
@@ -1327,13 +1366,14 @@ KernelEntry make_kernel_entry(OutDtype out) {
   e.a_load_rows = Traits::kALoadRows;
   e.sfb_staged_rows = Traits::kSfbStagedRows;
   e.out_elem_bytes = Epi::kElemBytes;
+  e.max_k_blocks = MaxTileKBlocks<Scheduler>::value;
   return e;
 }
 
-template <int BLOCK_M, int BLOCK_N, OutDtype kOut>
+template <int BLOCK_M, int BLOCK_N, OutDtype kOut, int kMaxKBlocks = 0>
 KernelEntry kernel_entry() {
   using Epi = TmaStoreEpilogue<BLOCK_M, BLOCK_N, OutElement<kOut>>;
-  return make_kernel_entry<BLOCK_M, BLOCK_N, Epi, DenseScheduler<BLOCK_M, BLOCK_N>>(kOut);
+  return make_kernel_entry<BLOCK_M, BLOCK_N, Epi, DenseScheduler<BLOCK_M, BLOCK_N, kMaxKBlocks>>(kOut);
 }
 
 }  // namespace detail
@@ -1351,5 +1391,16 @@ KernelEntry kernel_entry() {
 
 #define FP8GEMM_INSTANTIATE_TILE(BM, BN) FP8GEMM_ENTRIES_BOTH_DTYPES(template, kernel_entry, BM, BN)
 #define FP8GEMM_EXTERN_TILE(BM, BN) FP8GEMM_ENTRIES_BOTH_DTYPES(extern template, kernel_entry, BM, BN)
+
+// The same for the short-K twins (FP8GEMM_SHORT_K_TILES).
+#define FP8GEMM_SHORT_K_ENTRIES(KEYWORD, BM, BN, KB)                \
+  namespace fp8gemm {                                              \
+  namespace detail {                                               \
+  KEYWORD KernelEntry kernel_entry<BM, BN, OutDtype::kBF16, KB>(); \
+  KEYWORD KernelEntry kernel_entry<BM, BN, OutDtype::kF32, KB>();  \
+  }                                                                \
+  }
+#define FP8GEMM_INSTANTIATE_SHORT_K_TILE(BM, BN, KB) FP8GEMM_SHORT_K_ENTRIES(template, BM, BN, KB)
+#define FP8GEMM_EXTERN_SHORT_K_TILE(BM, BN, KB) FP8GEMM_SHORT_K_ENTRIES(extern template, BM, BN, KB)
 
 }  // namespace fp8gemm

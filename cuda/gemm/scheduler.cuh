@@ -284,13 +284,19 @@ struct DenseSchedulerParams {
   BandedOrder order;
 };
 
-template <int BLOCK_M, int BLOCK_N>
+//
+// Short K (kMaxKBlocksArg > 0): the launcher picks this scheduler only when num_k_blocks is at most
+// kMaxKBlocks; the kernel then compiles its k-loop as straight-line code per k-block count.
+template <int BLOCK_M, int BLOCK_N, int kMaxKBlocksArg = 0>
 struct DenseScheduler {
   using Params = DenseSchedulerParams;  // not templated: one host-side launch signature for all tiles
   // The 64-row tiles and the split-K tiles read their k-range from the tile (split-K); the others run
   // all of K, as do the 64-row tiles that straddle B-scale blocks (64x192: their staged B scales
   // assume the whole K).
   static constexpr bool kTileKRange = (BLOCK_M == 64 && 128 % BLOCK_N == 0) || is_split_k_tile(BLOCK_M, BLOCK_N);
+  // Every tile has at most this many k-blocks (0: no bound known at compile time).
+  static constexpr int kMaxKBlocks = kMaxKBlocksArg;
+  static_assert(kMaxKBlocks == 0 || !kTileKRange, "short-K kernels run all of K per tile");
 
   int num_m_blocks, num_n_blocks, num_tiles;
   int num_indices;            // tile indices the feed may give: num_tiles, times k_splits with split-K
