@@ -286,15 +286,15 @@ def test_gemm_split_k_kernel(rng, m, n, k, block_m, block_n, k_splits, out_dtype
     check_dense_config(rng, m, n, k, config, out_dtype)
 
 
-@pytest.mark.parametrize("k", [16, 200, 256, 400, 512])
+@pytest.mark.parametrize("k", [16, 208, 256, 400, 512])
 @pytest.mark.parametrize("multicast,multicast_a", [(1, 0), (2, 0), (2, 1)])
-@pytest.mark.parametrize("out_dtype", [jnp.bfloat16, jnp.float32])
-def test_256x128_short_k(rng, k, multicast, multicast_a, out_dtype):
+def test_256x128_short_k(rng, k, multicast, multicast_a):
     """The 256x128 tile's short-K twin (K <= 512: 1 to 4 k-blocks, straight-line k-loop; launched
     instead of the loop kernel when K fits): full and partial two-wave tiles, a one-wave tile
-    (M = 600: 256 + 256 + 88 rows), odd N-blocks, K not a multiple of 128."""
+    (M = 600: 256 + 256 + 88 rows), odd N-blocks, K not a multiple of 128. bf16 output: the
+    256-row tiles serve bf16 only."""
     config = gemm_config.GemmConfig(256, 128, 0, _kernels.num_sms(), multicast, multicast_a)
-    check_dense_config(rng, 600, 1160, k, config, out_dtype)
+    check_dense_config(rng, 600, 1160, k, config, jnp.bfloat16)
 
 
 @pytest.mark.parametrize("kind", ["gemm", "wgrad", "wgrad 256x96"])

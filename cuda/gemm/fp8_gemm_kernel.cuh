@@ -1320,7 +1320,8 @@ __global__ void __launch_bounds__(GemmTraits<BLOCK_M, BLOCK_N, Epilogue, kPerRow
   X(128, 112) X(128, 128) X(128, 144) X(128, 160) X(128, 192) X(256, 128) X(128, 32) X(128, 64) X(64, 32) X(64, 64) \
   X(64, 128) X(64, 192)
 // Short-K twins of compiled tiles, X(BM, BN, max k-blocks): kernels whose tiles have at most that
-// many k-blocks (DenseScheduler's kMaxKBlocks), launched instead of the tile's kernel when K fits.
+// many k-blocks (DenseScheduler's kMaxKBlocks), launched instead of the tile's kernel when K fits;
+// bf16 output only (the 256-row tiles are offered for bf16 only: offered() in fp8_gemm.cu).
 // 256x128, K <= 512: the two-wave loop's back edge costs 2% there (benchmarks/RESULTS.md, session 44).
 #define FP8GEMM_SHORT_K_TILES(X) X(256, 128, 4)
 
@@ -1392,12 +1393,11 @@ KernelEntry kernel_entry() {
 #define FP8GEMM_INSTANTIATE_TILE(BM, BN) FP8GEMM_ENTRIES_BOTH_DTYPES(template, kernel_entry, BM, BN)
 #define FP8GEMM_EXTERN_TILE(BM, BN) FP8GEMM_ENTRIES_BOTH_DTYPES(extern template, kernel_entry, BM, BN)
 
-// The same for the short-K twins (FP8GEMM_SHORT_K_TILES).
+// The bf16 entry of a short-K twin (FP8GEMM_SHORT_K_TILES).
 #define FP8GEMM_SHORT_K_ENTRIES(KEYWORD, BM, BN, KB)                \
   namespace fp8gemm {                                              \
   namespace detail {                                               \
   KEYWORD KernelEntry kernel_entry<BM, BN, OutDtype::kBF16, KB>(); \
-  KEYWORD KernelEntry kernel_entry<BM, BN, OutDtype::kF32, KB>();  \
   }                                                                \
   }
 #define FP8GEMM_INSTANTIATE_SHORT_K_TILE(BM, BN, KB) FP8GEMM_SHORT_K_ENTRIES(template, BM, BN, KB)
