@@ -284,7 +284,6 @@ struct DenseSchedulerParams {
   BandedOrder order;
 };
 
-//
 // Short K (kMaxKBlocksArg > 0): the launcher picks this scheduler only when num_k_blocks is at most
 // kMaxKBlocks; the kernel then compiles its k-loop as straight-line code per k-block count.
 template <int BLOCK_M, int BLOCK_N, int kMaxKBlocksArg = 0>
