@@ -312,6 +312,21 @@ __device__ __forceinline__ void promote(float (&out)[kNumAcc], const float (&acc
   }
 }
 
+// Calls f(std::integral_constant<int, n>{}) if n is one of kFirst, kFirst + kStep, ... (at most
+// kLast), and says whether it did: a tile-uniform runtime value becomes a compile-time one.
+template <int kFirst, int kStep, int kLast, class F>
+__device__ __forceinline__ bool dispatch_value(int n, F&& f) {
+  if constexpr (kFirst > kLast) {
+    return false;
+  } else {
+    if (n == kFirst) {
+      f(std::integral_constant<int, kFirst>{});
+      return true;
+    }
+    return dispatch_value<kFirst + kStep, kStep, kLast>(n, f);
+  }
+}
+
 // Turns the tile-uniform runtime split (in 8-column chunks: chunks [0, split) use the first B-scale
 // block) into a compile-time one: calls f(std::integral_constant<int, split>{}), so that a whole
 // k-loop is compiled once per split and its promotion needs no per-element selects or branches
@@ -321,14 +336,7 @@ __device__ __forceinline__ void promote(float (&out)[kNumAcc], const float (&acc
 // catch-all.
 template <int kCur, int kStep, int kMax, class F>
 __device__ __forceinline__ void dispatch_split(int split, F&& f) {
-  if constexpr (kCur >= kMax) {
-    f(std::integral_constant<int, kMax>{});
-  } else {
-    if (split == kCur)
-      f(std::integral_constant<int, kCur>{});
-    else
-      dispatch_split<kCur + kStep, kStep, kMax>(split, f);
-  }
+  if (!dispatch_value<kCur, kStep, kMax - 1>(split, f)) f(std::integral_constant<int, kMax>{});
 }
 
 // Per-column B scales (kPerRowScaleB): out += acc * (sfa[row] * sfb[col]). This thread's columns
@@ -367,19 +375,6 @@ struct MaxTileKBlocks : std::integral_constant<int, 0> {};
 template <class Scheduler>
 struct MaxTileKBlocks<Scheduler, std::void_t<decltype(Scheduler::kMaxKBlocks)>>
     : std::integral_constant<int, Scheduler::kMaxKBlocks> {};
-// Calls f(std::integral_constant<int, n>{}) if kFirst <= n <= kLast, and says whether it did.
-template <int kFirst, int kLast, class F>
-__device__ __forceinline__ bool dispatch_count(int n, F&& f) {
-  if constexpr (kFirst > kLast) {
-    return false;
-  } else {
-    if (n == kFirst) {
-      f(std::integral_constant<int, kFirst>{});
-      return true;
-    }
-    return dispatch_count<kFirst + 1, kLast>(n, f);
-  }
-}
 // Whether the scheduler's tiles have k-blocks that two groups share (k-grouped wgrad): a third
 // barrier per stage and the producer warpgroup's masking warps.
 template <class Scheduler, class = void>
@@ -1077,7 +1072,7 @@ __global__ void __launch_bounds__(GemmTraits<BLOCK_M, BLOCK_N, Epilogue, kPerRow
           // barrier wait among the previous promotion's FFMAs (DeepGEMM compiles K in); the loop
           // below stays as the catch-all.
           if constexpr (kMaxTileKBlocks > 0 && kPeelFirst && kWaves == 2 && !kWide) {
-            const bool straight = detail::dispatch_count<1, kMaxTileKBlocks>(tile_k_blocks, [&](auto count_c) {
+            const bool straight = detail::dispatch_value<1, 1, kMaxTileKBlocks>(tile_k_blocks, [&](auto count_c) {
               constexpr int kCount = decltype(count_c)::value;
               k_block(0, std::true_type{});
 #pragma unroll
