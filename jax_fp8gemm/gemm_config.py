@@ -23,8 +23,8 @@ from .reference import cdiv
 
 # (block_m, block_n) pairs compiled into the extension: kCompiledTiles in cuda/gemm/fp8_gemm.h.
 # block_m 128 = two math warpgroups (throughput); block_m 64 = one (decode, small M).
-COMPILED_TILES = ((128, 112), (128, 128), (128, 144), (128, 160), (128, 192), (256, 128), (128, 32),
-                  (128, 64), (64, 32), (64, 64), (64, 128), (64, 192))
+COMPILED_TILES = ((128, 112), (128, 128), (128, 144), (128, 160), (128, 176), (128, 192), (256, 128),
+                  (128, 32), (128, 64), (64, 32), (64, 64), (64, 128), (64, 192))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -79,8 +79,9 @@ def _short_k_factor(bm: int, bn: int, k: int, out_dtype) -> float:
     """The 128x192 tile with f32 output keeps 3 pipeline stages (its 96 KB f32 staging takes the
     rest); over few k-blocks per tile its epilogue is exposed: measured 9% slower than 128x144 at
     K = 512 and 3.5% slower than 128x160 at K = 1536, on par from K ~ 8192 (H100, harness, f32
-    out; RESULTS.md, session 16). Charged as 1 + 0.4 / (k-blocks)."""
-    if (bm, bn) == (128, 192) and np.dtype(out_dtype) == np.dtype(jnp.float32):
+    out; RESULTS.md, session 16). Charged as 1 + 0.4 / (k-blocks); likewise 128x176 (88 KB, also
+    3 stages with f32 output)."""
+    if bm == 128 and bn >= 176 and np.dtype(out_dtype) == np.dtype(jnp.float32):
         return 1.0 + 0.4 / cdiv(k, 128)
     return 1.0
 

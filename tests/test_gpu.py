@@ -297,6 +297,19 @@ def test_256x128_short_k(rng, k, multicast, multicast_a):
     check_dense_config(rng, 600, 1160, k, config, jnp.bfloat16)
 
 
+@pytest.mark.parametrize("m,n,k", [(300, 2112, 1552), (129, 1000, 208), (256, 528, 7168)])
+@pytest.mark.parametrize("multicast,multicast_a", [(1, 0), (2, 0), (2, 1)])
+@pytest.mark.parametrize("out_dtype", [jnp.bfloat16, jnp.float32])
+def test_128x176_three_scale_blocks(rng, m, n, k, multicast, multicast_a, out_dtype):
+    """The 128x176 tile (gemm_config.pick's at 4096x2112): tiles starting 96 or 112 columns into a
+    128-wide B-scale block touch three of them (352..527: blocks 2, 3, 4), the only tile that does.
+    N = 2112 (12 whole N-blocks), 1000 (a partial last one whose third block lies past N) and 528
+    (the three-block tile ends at N); K not a multiple of 128 (1552, 208); a partial last M-block
+    (300, 129); pairs sharing A or B."""
+    config = gemm_config.GemmConfig(128, 176, 0, _kernels.num_sms(), multicast, multicast_a)
+    check_dense_config(rng, m, n, k, config, out_dtype)
+
+
 @pytest.mark.parametrize("kind", ["gemm", "wgrad", "wgrad 256x96"])
 @pytest.mark.parametrize("m,n,k", [(1000, 2112, 1552), (4095, 7040, 2048), (257, 1000, 7168)])
 def test_256_row_tile_pairs_sharing_a(rng, kind, m, n, k):

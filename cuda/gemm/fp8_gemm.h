@@ -113,10 +113,10 @@ struct CompiledTile {
   int block_m, block_n;
 };
 inline constexpr CompiledTile kCompiledTiles[] = {
-    {128, 112}, {128, 128}, {128, 144}, {128, 160}, {128, 192}, {256, 128}, {128, 32}, {128, 64}, {64, 32},
-    {64, 64},   {64, 128},  {64, 192},
+    {128, 112}, {128, 128}, {128, 144}, {128, 160}, {128, 176}, {128, 192}, {256, 128}, {128, 32}, {128, 64},
+    {64, 32},   {64, 64},   {64, 128},  {64, 192},
 };
-inline constexpr int kCompiledBlockN[] = {32, 64, 112, 128, 144, 160, 192};
+inline constexpr int kCompiledBlockN[] = {32, 64, 112, 128, 144, 160, 176, 192};
 inline constexpr int kNumCompiledTiles = static_cast<int>(sizeof(kCompiledTiles) / sizeof(kCompiledTiles[0]));
 
 // True iff (cfg.block_m, cfg.block_n) is compiled for `out`, multicast is 1 or 2 and num_stages /

@@ -118,10 +118,12 @@ struct GemmTraits {
                 "two-wave tiles: two output arrays and one accumulator must fit the registers");
   // B-scale blocks: with BLOCK_N not dividing 128 (e.g. 112, 144, 160) some tiles have columns in
   // two consecutive 128-wide scale blocks. A tile starts at an offset (col_start % 128) that is a
-  // multiple of g = gcd(BLOCK_N, 128), at most 128 - g, so it touches at most two scale blocks iff
-  // 128 - g + BLOCK_N <= 256. (176 fails: columns 352..527 touch blocks 2, 3 and 4.)
+  // multiple of g = gcd(BLOCK_N, 128), at most 128 - g, so it touches at most
+  // cdiv(128 - g + BLOCK_N, 128) scale blocks: two up to 128 + g columns, three beyond (176:
+  // columns 352..527 touch blocks 2, 3 and 4). The promotion handles up to three.
   static constexpr int kScaleGcd = detail::const_gcd(BLOCK_N, 128);
-  static_assert(128 - kScaleGcd + BLOCK_N <= 256, "a tile may touch at most two B-scale blocks");
+  static constexpr int kMaxScaleBlocks = (128 - kScaleGcd + BLOCK_N + 127) / 128;
+  static_assert(kMaxScaleBlocks <= 3, "a tile may touch at most three B-scale blocks");
   static constexpr bool kMayStraddle = (128 % BLOCK_N) != 0;
 
   static constexpr int kSmemA = BLOCK_M * kBlockK;  // bytes per stage (1 byte per e4m3)
@@ -189,7 +191,12 @@ struct GemmTraits {
   // 128x112 +10% staged; RESULTS.md); 0 with per-row B scales. Grouped 256-row tiles (kLoadPerWave)
   // stage 2 rows: a wide tile (TileInfo::wide) covers two N-blocks.
   static constexpr int kSfbStagedRows =
-      kPerRowScaleB ? 0 : ((kMayStraddle || kLoadPerWave) ? 2 : (kNumWaves > 1 ? 1 : 0));
+      kPerRowScaleB ? 0
+                    : (kMaxScaleBlocks > 2 ? 3 : (kMayStraddle || kLoadPerWave) ? 2 : (kNumWaves > 1 ? 1 : 0));
+  // A third scale block is read by the serial loop only (the tiles that need it are too wide for
+  // deferred promotion or two waves).
+  static_assert(kMaxScaleBlocks <= 2 || (!kDeferredPromotion && kNumWaves == 1 && kSfbStagedRows == 3),
+                "three B-scale blocks: serial loop with staged scales");
   // A wide tile's second B tile goes into the half of the stage's A tile that its one wave leaves free.
   static_assert(!kLoadPerWave || kSmemB <= kALoadRows * kBlockK, "wide tiles: a B tile fits half an A tile");
 
@@ -295,16 +302,19 @@ __device__ __forceinline__ float scale_add(float a, float s, float o) {
     return fmaf(a, s, o);
 }
 
-// out += acc * scale, where chunks (8 columns) [0, kSplit) use the first B-scale block and chunks
-// [kSplit, kNumAcc/4) the second. s_r_b = sfa(row r) * sfb(block b), r = thread's row 0 / row 8.
+// out += acc * scale, where chunks (8 columns) [0, kSplit) use the first B-scale block, the next
+// 16 chunks (128 columns) the second and any after them the third (tiles wider than 128 + gcd).
+// s_r_b = sfa(row r) * sfb(block b), r = thread's row 0 / row 8.
 // kFirst: the tile's first k-block, out = acc * scale (scale_add).
 template <int kSplit, bool kFirst = false, int kNumAcc>
 __device__ __forceinline__ void promote(float (&out)[kNumAcc], const float (&acc)[kNumAcc], float s0_b0,
-                                        float s1_b0, float s0_b1, float s1_b1) {
+                                        float s1_b0, float s0_b1, float s1_b1, float s0_b2 = 0.f,
+                                        float s1_b2 = 0.f) {
 #pragma unroll
   for (int i = 0; i < kNumAcc / 4; ++i) {
-    const float s0 = i < kSplit ? s0_b0 : s0_b1;  // resolved at compile time
-    const float s1 = i < kSplit ? s1_b0 : s1_b1;
+    // Resolved at compile time.
+    const float s0 = i < kSplit ? s0_b0 : i < kSplit + 16 ? s0_b1 : s0_b2;
+    const float s1 = i < kSplit ? s1_b0 : i < kSplit + 16 ? s1_b1 : s1_b2;
     out[4 * i + 0] = scale_add<kFirst>(acc[4 * i + 0], s0, out[4 * i + 0]);
     out[4 * i + 1] = scale_add<kFirst>(acc[4 * i + 1], s0, out[4 * i + 1]);
     out[4 * i + 2] = scale_add<kFirst>(acc[4 * i + 2], s1, out[4 * i + 2]);
@@ -824,17 +834,21 @@ __global__ void __launch_bounds__(GemmTraits<BLOCK_M, BLOCK_N, Epilogue, kPerRow
     // Floats per thread loaded ahead (the rest, if any, when the tile starts). One for the grouped
     // 256-row tile (up to K = 8192 with its two staged rows): a second register made it spill.
     constexpr int kSfbPrefetch = Traits::kLoadPerWave ? 1 : 2;
-    const int sfb_row_stride = args.sfb_staged_floats / (kSfbRows > 1 ? 2 : 1);
+    const int sfb_row_stride = args.sfb_staged_floats / (kSfbRows > 1 ? kSfbRows : 1);
     const int sfb_count = kSfbRows * num_k_blocks;  // floats staged per tile
     float sfb_prefetched[kSfbPrefetch];
     // Global address of the i-th staged float of tile t (i < sfb_count).
     auto sfb_source = [&](const TileInfo& t, int i) {
       const int block0 = t.col_start / 128;
-      const int row = ((Traits::kMayStraddle || kSfbRows > 1) && i >= num_k_blocks) ? 1 : 0;
+      const int row = ((Traits::kMayStraddle || kSfbRows > 1) && i >= num_k_blocks ? 1 : 0) +
+                      (kSfbRows > 2 && i >= 2 * num_k_blocks ? 1 : 0);
       const int block = min(block0 + row, num_sfb_rows - 1);  // the second block clamped at the right edge
       return args.sfb + t.sfb_offset + block * num_k_blocks + (i - row * num_k_blocks);
     };
-    auto sfb_target = [&](int i) { return (kSfbRows > 1 && i >= num_k_blocks) ? i - num_k_blocks + sfb_row_stride : i; };
+    auto sfb_target = [&](int i) {
+      const int row = (kSfbRows > 1 && i >= num_k_blocks ? 1 : 0) + (kSfbRows > 2 && i >= 2 * num_k_blocks ? 1 : 0);
+      return i + row * (sfb_row_stride - num_k_blocks);
+    };
     auto prefetch_sfb = [&](const TileInfo& t) {
       if constexpr (kStageSfb) {
 #pragma unroll
@@ -866,7 +880,8 @@ __global__ void __launch_bounds__(GemmTraits<BLOCK_M, BLOCK_N, Epilogue, kPerRow
       int tile_k_blocks = num_k_blocks;
       if constexpr (kTileKRange) kb_begin = tile.kb_begin, tile_k_blocks = tile.kb_end - tile.kb_begin;
 
-      // B scales of this tile: block b0 covers tile columns [0, 8 * split), block b1 the rest.
+      // B scales of this tile: block b0 covers tile columns [0, 8 * split), block b1 the next 128
+      // (or the rest), block b2 any after those (kMaxScaleBlocks 3).
       const int split = min(BLOCK_N, (tile.col_start / 128 + 1) * 128 - tile.col_start) / 8;
       constexpr int kSplitMax = (BLOCK_N < 128 ? BLOCK_N : 128) / 8;  // split's largest value
       float* const sfb_tile = smem_sfb_tiles + (2 * wg + (tile_parity & 1)) * args.sfb_staged_floats;
@@ -1204,8 +1219,9 @@ __global__ void __launch_bounds__(GemmTraits<BLOCK_M, BLOCK_N, Epilogue, kPerRow
           constexpr bool kActive = decltype(active_c)::value;
 #pragma unroll kSerialUnroll
           for (int kb = 0; kb < tile_k_blocks; ++kb) {
-            float sfb0_cur = 0.f, sfb1_cur = 0.f;
+            float sfb0_cur = 0.f, sfb1_cur = 0.f, sfb2_cur = 0.f;
             if constexpr (kActive) tile_sfb(kb, sfb0_cur, sfb1_cur);
+            if constexpr (kActive && kSfbRows > 2) sfb2_cur = ptx::ld_shared_f32(sfb_tile + 2 * sfb_row_stride + kb);
             ptx::mbar_wait(&full_bar[stage], phase);
             float sfa0 = 0.f, sfa1 = 0.f;
             if constexpr (kActive) {
@@ -1220,7 +1236,8 @@ __global__ void __launch_bounds__(GemmTraits<BLOCK_M, BLOCK_N, Epilogue, kPerRow
             } else {
               release(stage);
               if constexpr (kActive)
-                detail::promote<kSplit>(out, acc, sfa0 * sfb0_cur, sfa1 * sfb0_cur, sfa0 * sfb1_cur, sfa1 * sfb1_cur);
+                detail::promote<kSplit>(out, acc, sfa0 * sfb0_cur, sfa1 * sfb0_cur, sfa0 * sfb1_cur, sfa1 * sfb1_cur,
+                                        sfa0 * sfb2_cur, sfa1 * sfb2_cur);
             }
             advance(stage, phase);
           }
@@ -1312,7 +1329,7 @@ __global__ void __launch_bounds__(GemmTraits<BLOCK_M, BLOCK_N, Epilogue, kPerRow
 // kCompiledTiles in fp8_gemm.h (checked by a static_assert in fp8_gemm.cu).
 // ------------------------------------------------------------------------------------------------
 #define FP8GEMM_COMPILED_TILES(X) \
-  X(128, 112) X(128, 128) X(128, 144) X(128, 160) X(128, 192) X(256, 128) X(128, 32) X(128, 64) X(64, 32) X(64, 64) \
+  X(128, 112) X(128, 128) X(128, 144) X(128, 160) X(128, 176) X(128, 192) X(256, 128) X(128, 32) X(128, 64) X(64, 32) X(64, 64) \
   X(64, 128) X(64, 192)
 // Short-K twins of compiled tiles, X(BM, BN, max k-blocks): kernels whose tiles have at most that
 // many k-blocks (DenseScheduler's kMaxKBlocks), launched instead of the tile's kernel when K fits;
