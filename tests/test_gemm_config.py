@@ -231,3 +231,15 @@ def test_pick_pipeline_free_for_decode(m):
             assert (c.block_m, c.block_n) in gc.COMPILED_TILES and c.block_m == 64
     for pseudo in (gc.GEMV, gc.GEMV_MMA):
         assert (pseudo.block_m, pseudo.block_n) not in gc.COMPILED_TILES
+
+
+@pytest.mark.parametrize("m,n,out_dtype,takes_176", [
+    (4096, 2112, jnp.bfloat16, True),  # 384 tiles in 2.9 waves, where 128x192 has 352 in 2.67: +2.2%
+    (8192, 2112, jnp.bfloat16, True), (2048, 7168, jnp.bfloat16, True),  # +3.4%, +8.6% (vs 256x128)
+    (4096, 2112, jnp.float32, True),  # +2.2% over 128x192
+    (4096, 7168, jnp.float32, False), (8192, 6144, jnp.float32, False)])  # 4% / 2.5% slower with f32
+def test_pick_128x176_where_it_measured_faster(m, n, out_dtype, takes_176):
+    """128x176 (three B-scale blocks per tile) where the H200 harness measured it fastest at K = 7168
+    (RESULTS.md, session 45), not where its f32 variant's 3 stages lost."""
+    c = gc.pick(m, n, 7168, out_dtype, 132)
+    assert ((c.block_m, c.block_n) == (128, 176)) == takes_176, c
