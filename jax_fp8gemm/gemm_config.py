@@ -76,17 +76,22 @@ def _cheapest(candidates, num_sms: int) -> GemmConfig:
 
 
 def _short_k_factor(bm: int, bn: int, k: int, out_dtype) -> float:
-    """The 128x192 tile with f32 output keeps 3 pipeline stages (its 96 KB f32 staging takes the
-    rest); over few k-blocks per tile its epilogue is exposed: measured 9% slower than 128x144 at
-    K = 512 and 3.5% slower than 128x160 at K = 1536, on par from K ~ 8192 (H100, harness, f32
-    out; RESULTS.md, session 16). Charged as 1 + 0.4 / (k-blocks); likewise 128x176 (88 KB, also
-    3 stages with f32 output), which at K = 7168 also measured ~3% slower per tile than the model
-    says: 4096x7168 4% behind 128x160 where the model put it 2% ahead, 8192x6144 2.5% behind
-    128x192 (H200, harness, RESULTS.md session 45). It keeps the shapes where it measured ahead:
-    4096x2112 (+2.2% over 128x192), 2048x7168 (+1.7% over 128x128)."""
-    if bm == 128 and bn >= 176 and np.dtype(out_dtype) == np.dtype(jnp.float32):
+    """Tiles whose epilogue is exposed over few k-blocks, measured slower per tile than the model:
+    - 128x192 with f32 output keeps 3 pipeline stages (its 96 KB f32 staging takes the rest): 9%
+      slower than 128x144 at K = 512 and 3.5% slower than 128x160 at K = 1536, on par from
+      K ~ 8192 (H100, harness, f32 out; RESULTS.md, session 16). Charged 1 + 0.4 / (k-blocks);
+      likewise 128x176 with f32 output (88 KB, also 3 stages), plus 3%: at K = 7168 it measured
+      4% behind 128x160 at 4096x7168 where the model put it 2% ahead, 2.5% behind 128x192 at
+      8192x6144; it keeps 4096x2112 (+2.5% over 128x192) and 2048x7168 (+1.7..2.9% over 128x128).
+    - 128x176 with bf16 output (its 352-byte rows are staged in 32-byte swizzle atoms): against the
+      earlier picks 0.77-0.85x at K = 512 (4096x2112, 2048x7168, 512x11008), 0.97-1.02x at
+      K = 2048, 1.02-1.08x at K = 7168. Charged 1 + 1.5 / (k-blocks), which keeps it from K ~ 4096
+      (H200, harness, RESULTS.md session 45)."""
+    if bm != 128 or bn < 176:
+        return 1.0
+    if np.dtype(out_dtype) == np.dtype(jnp.float32):
         return 1.0 + 0.4 / cdiv(k, 128) + (0.03 if bn == 176 else 0.0)
-    return 1.0
+    return 1.0 + 1.5 / cdiv(k, 128) if bn == 176 else 1.0
 
 
 # Multicast of A over CTA pairs on the 256x128 tile. The big shapes are bound by data movement:
@@ -300,9 +305,9 @@ def pick(m: int, n: int, k: int, out_dtype, num_sms: int,
             if _offered(bm, out_dtype) and (bm, bn) not in _SPLIT_ONLY_TILES:
                 # Deferred promotion and the 256-row two-wave loop cost the same per tile; the
                 # (unrolled) serial loop of 128 x 144/160/192 measured 0.99-1.03x per tile against
-                # them (4096x2112x7168, 2048x7168x7168: RESULTS.md, session 15). 128x176 (bf16)
-                # beat every other tile where this model takes it: +2-9% over the earlier picks at
-                # 4096 / 8192 x 2112, 2048x7168, 1024x14336, 512x28672 (K = 7168, H200, session 45).
+                # them (4096x2112x7168, 2048x7168x7168: RESULTS.md, session 15). 128x176 (bf16,
+                # K = 7168) beat every other tile where this model takes it: +2-9% over the earlier
+                # picks at 4096 / 8192 x 2112, 2048x7168, 1024x14336, 512x28672 (H200, session 45).
                 serial = not deferred_promotion(bm, bn) and bm != 256
                 factor = (1.03 if serial else 1.0) * _short_k_factor(bm, bn, k, out_dtype)
                 yield bm, bn, cdiv(m, bm) * cdiv(n, bn), factor

@@ -233,13 +233,15 @@ def test_pick_pipeline_free_for_decode(m):
         assert (pseudo.block_m, pseudo.block_n) not in gc.COMPILED_TILES
 
 
-@pytest.mark.parametrize("m,n,out_dtype,takes_176", [
-    (4096, 2112, jnp.bfloat16, True),  # 384 tiles in 2.9 waves, where 128x192 has 352 in 2.67: +2.2%
-    (8192, 2112, jnp.bfloat16, True), (2048, 7168, jnp.bfloat16, True),  # +3.4%, +8.6% (vs 256x128)
-    (4096, 2112, jnp.float32, True),  # +2.2% over 128x192
-    (4096, 7168, jnp.float32, False), (8192, 6144, jnp.float32, False)])  # 4% / 2.5% slower with f32
-def test_pick_128x176_where_it_measured_faster(m, n, out_dtype, takes_176):
-    """128x176 (three B-scale blocks per tile) where the H200 harness measured it fastest at K = 7168
-    (RESULTS.md, session 45), not where its f32 variant's 3 stages lost."""
-    c = gc.pick(m, n, 7168, out_dtype, 132)
+@pytest.mark.parametrize("m,n,k,out_dtype,takes_176", [
+    (4096, 2112, 7168, jnp.bfloat16, True),  # 384 tiles in 2.9 waves, 128x192 352 in 2.67: +2%
+    (8192, 2112, 7168, jnp.bfloat16, True), (2048, 7168, 7168, jnp.bfloat16, True),  # +3.4%, +8.3%
+    (4096, 2112, 7168, jnp.float32, True),  # +2.5% over 128x192
+    (4096, 7168, 7168, jnp.float32, False), (8192, 6144, 7168, jnp.float32, False),  # 4% / 2.5% slower
+    (4096, 2112, 512, jnp.bfloat16, False), (2048, 7168, 512, jnp.bfloat16, False),  # 0.77x / 0.80x
+    (8192, 2112, 2048, jnp.bfloat16, False)])  # 0.97x
+def test_pick_128x176_where_it_measured_faster(m, n, k, out_dtype, takes_176):
+    """128x176 (three B-scale blocks per tile) where the H200 harness measured it fastest (RESULTS.md,
+    session 45), not where its f32 variant's 3 stages or its bf16 epilogue at short K lost."""
+    c = gc.pick(m, n, k, out_dtype, 132)
     assert ((c.block_m, c.block_n) == (128, 176)) == takes_176, c
