@@ -66,7 +66,15 @@ struct TmaStoreEpilogue {
   static constexpr int kElemBytes = static_cast<int>(sizeof(OutT));
   static constexpr int kRowBytes = BLOCK_N * kElemBytes;
   static_assert(kRowBytes % 32 == 0, "tile row must be a multiple of 32 bytes (BLOCK_N % 16 == 0 for bf16)");
-  static constexpr int kAtomBytes = (kRowBytes % 128 == 0) ? 128 : (kRowBytes % 64 == 0) ? 64 : 32;
+#ifdef FP8GEMM_EXPERIMENT_ROW_ATOM
+  // Harness-only experiment: bf16 rows that would need 32-byte atoms are staged unswizzled as one
+  // whole-row atom (one TMA store per slice, box = BLOCK_N x 64, CU_TENSOR_MAP_SWIZZLE_NONE).
+  static constexpr bool kRowAtom = kIsBF16 && kRowBytes % 64 != 0;
+#else
+  static constexpr bool kRowAtom = false;
+#endif
+  static constexpr int kAtomBytes =
+      kRowAtom ? kRowBytes : (kRowBytes % 128 == 0) ? 128 : (kRowBytes % 64 == 0) ? 64 : 32;
   static constexpr int kAtomCols = kAtomBytes / kElemBytes;  // columns per atom = TMA box width
   static constexpr int kNumAtoms = kRowBytes / kAtomBytes;   // TMA stores per warpgroup and tile
   static constexpr int kBoxRows = kRowsPerMathWarpgroup;     // TMA box height
@@ -92,7 +100,8 @@ struct TmaStoreEpilogue {
 
   // XOR term (bytes) of the swizzle for a row of an atom.
   __device__ __forceinline__ static uint32_t swizzle_xor(uint32_t row) {
-    return ((row / (128 / kAtomBytes)) & (kAtomBytes / 16 - 1)) << 4;
+    if constexpr (kRowAtom) return 0;
+    else return ((row / (128 / kAtomBytes)) & (kAtomBytes / 16 - 1)) << 4;
   }
 
   // A warpgroup's second slice of a 256-row bf16 tile (2 + wg, stored right after its first, whose

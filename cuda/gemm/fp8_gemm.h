@@ -81,6 +81,10 @@ cudaError_t launch_fp8_gemv_mma(const GemmProblem& p, cudaStream_t stream);
 //          8192^3 -> 4736 tiles = 35.9 waves.
 //     144  straddles; 8192^3 -> 57 N-blocks (3648 tiles = 27.6 waves).
 //     160  straddles; N=7168 -> 45 N-blocks (M=4096: 1440 tiles = 10.9 waves).
+//     176  straddles two or three scale blocks (tiles starting 96 or 112 columns into a block):
+//          the promotion takes a third B scale. N=2112 -> 12 N-blocks (M=4096: 384 tiles = 2.91
+//          waves): +2% over 128x192 at 4096x2112x7168, +8% over 256x128 at 2048x7168x7168; its
+//          bf16 rows are 32-byte swizzle atoms, 0.77-0.85x at K = 512 (RESULTS.md, session 45).
 //     192  straddles (every other tile); the widest one-wave tile: 96 + 96 registers of output
 //          and accumulator (serial promotion) and 22% less operand traffic per FLOP than 128x128.
 //          N=2112 -> 11 N-blocks (M=4096: 352 tiles = 2.67 waves; DeepGEMM's pick there).
@@ -91,8 +95,7 @@ cudaError_t launch_fp8_gemv_mma(const GemmProblem& p, cudaStream_t stream);
 //          half the B traffic per FLOP of 128x128 (L2 -> SM bandwidth is what 128-row tiles run
 //          into on the H100); bf16 output (f32: compiled, not offered until measured). Runs in CTA
 //          pairs sharing A from K = 1024 (+0.7-2.3%; jax_fp8gemm/gemm_config.py).
-//     (A tile may touch at most two 128-wide B-scale blocks: BLOCK_N <= 128 + gcd(BLOCK_N, 128);
-//      so 176 or 208 are impossible.)
+//     (A tile touches at most three 128-wide B-scale blocks: BLOCK_N <= 256 + gcd(BLOCK_N, 128).)
 //   block_m = 64 (one math warpgroup: decode / small M, memory-bound on B):
 //     32, 64  many N-tiles so that enough SMs stream B when M <= 64 (N=2112 -> 66 / 33 tiles,
 //             N=4096 -> 128 / 64 tiles per M-block). (16 was measured: no faster at 64x2112x7168,
@@ -106,7 +109,7 @@ cudaError_t launch_fp8_gemv_mma(const GemmProblem& p, cudaStream_t stream);
 //     192     wide N (18432, 24576): one wave of 96-128 tiles where 64x128 needs two (+11% at
 //             N = 18432, K = 7168); straddles scale blocks, so it runs all of K (no split-K) and
 //             promotes serially (96 + 96 registers).
-// Shared memory (max_stages, bf16 / f32 out): 128x112 6/5, 128x128 5/5, 128x144 5/4, 128x160 5/4, 128x192 4/3,
+// Shared memory (max_stages, bf16 / f32 out): 128x112 6/5, 128x128 5/5, 128x144 5/4, 128x160 5/4, 128x176 4/3, 128x192 4/3,
 // 256x128 3/2, 128x32 10/10, 128x64 8/7, 64x32 18/17, 64x64 13/12, 64x128 8/8, 64x192 6/5.
 // ------------------------------------------------------------------------------------------------
 struct CompiledTile {
