@@ -34,11 +34,12 @@ constexpr int kRowsPerMathWarpgroup = 64;
 // Output through shared memory and TMA stores, bf16 (stmatrix) or f32 (st.shared.v2).
 //
 // Shared-memory layout: the kStagedRows x BLOCK_N staged tile (all BLOCK_M rows, or one 128-row
-// wave: see kStagedRows) is cut into column "atoms" of kAtomBytes bytes (128, 64 or 32: the widest
-// that divides a tile row). Atom a is a dense [kStagedRows][kAtomBytes]
-// array with the TMA swizzle of the same span applied, so that one TMA store per atom and per
-// warpgroup (box = kAtomCols x 64 rows) writes it out, and so that the 8 rows written by one
-// stmatrix / st.shared phase land in 8 different 16-byte bank groups (no bank conflicts).
+// wave: see kStagedRows) is cut into column "atoms" of kAtomBytes bytes (128 or 64: the widest
+// that divides a tile row; else the whole row, unswizzled: kRowAtom). Atom a is a dense
+// [kStagedRows][kAtomBytes] array with the TMA swizzle of the same span applied, so that one TMA
+// store per atom and per warpgroup (box = kAtomCols x 64 rows) writes it out, and so that the 8
+// rows written by one stmatrix / st.shared phase land in 8 different 16-byte bank groups (no bank
+// conflicts; a whole-row atom has 2-way conflicts).
 //
 // Swizzle of span W (TMA CU_TENSOR_MAP_SWIZZLE_{32,64,128}B, on 1024-byte aligned smem): inside the
 // atom, the byte offset o = row * W + col is stored at  o ^ (((o >> 7) & (W/16 - 1)) << 4),
@@ -66,13 +67,11 @@ struct TmaStoreEpilogue {
   static constexpr int kElemBytes = static_cast<int>(sizeof(OutT));
   static constexpr int kRowBytes = BLOCK_N * kElemBytes;
   static_assert(kRowBytes % 32 == 0, "tile row must be a multiple of 32 bytes (BLOCK_N % 16 == 0 for bf16)");
-#ifdef FP8GEMM_EXPERIMENT_ROW_ATOM
-  // Harness-only experiment: bf16 rows that would need 32-byte atoms are staged unswizzled as one
-  // whole-row atom (one TMA store per slice, box = BLOCK_N x 64, CU_TENSOR_MAP_SWIZZLE_NONE).
-  static constexpr bool kRowAtom = kIsBF16 && kRowBytes % 64 != 0;
-#else
-  static constexpr bool kRowAtom = false;
-#endif
+  // Rows that are not a multiple of 64 bytes (bf16 112 / 144 / 176 columns) would take 32-byte
+  // atoms, 7-11 TMA stores per slice; they are staged unswizzled as one whole-row atom instead (one
+  // store per slice, CU_TENSOR_MAP_SWIZZLE_NONE), at the price of 2-way bank conflicts in step 2:
+  // measured +0.5-2% at K = 2048-7168 and +1-9% at K = 512 (harness, H200; RESULTS.md, session 45).
+  static constexpr bool kRowAtom = kRowBytes % 64 != 0;
   static constexpr int kAtomBytes =
       kRowAtom ? kRowBytes : (kRowBytes % 128 == 0) ? 128 : (kRowBytes % 64 == 0) ? 64 : 32;
   static constexpr int kAtomCols = kAtomBytes / kElemBytes;  // columns per atom = TMA box width
