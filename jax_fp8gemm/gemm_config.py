@@ -83,10 +83,11 @@ def _short_k_factor(bm: int, bn: int, k: int, out_dtype) -> float:
       likewise 128x176 with f32 output (88 KB, also 3 stages), plus 3%: at K = 7168 it measured
       4% behind 128x160 at 4096x7168 where the model put it 2% ahead, 2.5% behind 128x192 at
       8192x6144; it keeps 4096x2112 (+2.5% over 128x192) and 2048x7168 (+1.7..2.9% over 128x128).
-    - 128x176 with bf16 output (its 352-byte rows are staged in 32-byte swizzle atoms): against the
-      earlier picks 0.77-0.85x at K = 512 (4096x2112, 2048x7168, 512x11008), 0.97-1.02x at
-      K = 2048, 1.02-1.08x at K = 7168. Charged 1 + 1.5 / (k-blocks), which keeps it from K ~ 4096
-      (H200, harness, RESULTS.md session 45)."""
+    - 128x176 with bf16 output: against the earlier picks 0.77-0.85x at K = 512 (4096x2112,
+      2048x7168, 512x11008; ~1.6 us more per tile than 128x192, not understood yet; whole-row
+      output atoms later won back 4-7% of it), 0.97-1.02x at K = 2048, 1.02-1.08x at K = 7168.
+      Charged 1 + 1.5 / (k-blocks), which keeps it from K ~ 4096 (H200, harness, RESULTS.md
+      session 45)."""
     if bm != 128 or bn < 176:
         return 1.0
     if np.dtype(out_dtype) == np.dtype(jnp.float32):

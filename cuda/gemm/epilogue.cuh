@@ -70,10 +70,9 @@ struct TmaStoreEpilogue {
   // Rows that are not a multiple of 64 bytes (bf16 112 / 144 / 176 columns) would take 32-byte
   // atoms, 7-11 TMA stores per slice; they are staged unswizzled as one whole-row atom instead (one
   // store per slice, CU_TENSOR_MAP_SWIZZLE_NONE), at the price of 2-way bank conflicts in step 2:
-  // measured +0.5-2% at K = 2048-7168 and +1-9% at K = 512 (harness, H200; RESULTS.md, session 45).
+  // measured +0-2% at K = 2048-7168 and +1.6-7% at K = 512 (harness, H200; RESULTS.md, session 45).
   static constexpr bool kRowAtom = kRowBytes % 64 != 0;
-  static constexpr int kAtomBytes =
-      kRowAtom ? kRowBytes : (kRowBytes % 128 == 0) ? 128 : (kRowBytes % 64 == 0) ? 64 : 32;
+  static constexpr int kAtomBytes = kRowAtom ? kRowBytes : (kRowBytes % 128 == 0) ? 128 : 64;
   static constexpr int kAtomCols = kAtomBytes / kElemBytes;  // columns per atom = TMA box width
   static constexpr int kNumAtoms = kRowBytes / kAtomBytes;   // TMA stores per warpgroup and tile
   static constexpr int kBoxRows = kRowsPerMathWarpgroup;     // TMA box height

@@ -83,8 +83,9 @@ cudaError_t launch_fp8_gemv_mma(const GemmProblem& p, cudaStream_t stream);
 //     160  straddles; N=7168 -> 45 N-blocks (M=4096: 1440 tiles = 10.9 waves).
 //     176  straddles two or three scale blocks (tiles starting 96 or 112 columns into a block):
 //          the promotion takes a third B scale. N=2112 -> 12 N-blocks (M=4096: 384 tiles = 2.91
-//          waves): +2% over 128x192 at 4096x2112x7168, +8% over 256x128 at 2048x7168x7168; its
-//          bf16 rows are 32-byte swizzle atoms, 0.77-0.85x at K = 512 (RESULTS.md, session 45).
+//          waves): +2% over 128x192 at 4096x2112x7168, +8% over 256x128 at 2048x7168x7168; with
+//          bf16 output 0.77-0.85x the earlier picks at K = 512 (not understood yet; gemm_config's
+//          _short_k_factor keeps it to K >= ~4096; RESULTS.md, session 45).
 //     192  straddles (every other tile); the widest one-wave tile: 96 + 96 registers of output
 //          and accumulator (serial promotion) and 22% less operand traffic per FLOP than 128x128.
 //          N=2112 -> 11 N-blocks (M=4096: 352 tiles = 2.67 waves; DeepGEMM's pick there).
