@@ -837,18 +837,16 @@ __global__ void __launch_bounds__(GemmTraits<BLOCK_M, BLOCK_N, Epilogue, kPerRow
     const int sfb_row_stride = args.sfb_staged_floats / (kSfbRows > 1 ? kSfbRows : 1);
     const int sfb_count = kSfbRows * num_k_blocks;  // floats staged per tile
     float sfb_prefetched[kSfbPrefetch];
+    // The scale block (0, 1, 2: the row of the staged buffer) of the i-th float of a tile's B scales.
+    auto sfb_row = [&](int i) { return (i >= num_k_blocks ? 1 : 0) + (kSfbRows > 2 && i >= 2 * num_k_blocks ? 1 : 0); };
     // Global address of the i-th staged float of tile t (i < sfb_count).
     auto sfb_source = [&](const TileInfo& t, int i) {
       const int block0 = t.col_start / 128;
-      const int row = ((Traits::kMayStraddle || kSfbRows > 1) && i >= num_k_blocks ? 1 : 0) +
-                      (kSfbRows > 2 && i >= 2 * num_k_blocks ? 1 : 0);
-      const int block = min(block0 + row, num_sfb_rows - 1);  // the second block clamped at the right edge
+      const int row = (Traits::kMayStraddle || kSfbRows > 1) ? sfb_row(i) : 0;
+      const int block = min(block0 + row, num_sfb_rows - 1);  // later blocks clamped at the right edge
       return args.sfb + t.sfb_offset + block * num_k_blocks + (i - row * num_k_blocks);
     };
-    auto sfb_target = [&](int i) {
-      const int row = (kSfbRows > 1 && i >= num_k_blocks ? 1 : 0) + (kSfbRows > 2 && i >= 2 * num_k_blocks ? 1 : 0);
-      return i + row * (sfb_row_stride - num_k_blocks);
-    };
+    auto sfb_target = [&](int i) { return kSfbRows > 1 ? i + sfb_row(i) * (sfb_row_stride - num_k_blocks) : i; };
     auto prefetch_sfb = [&](const TileInfo& t) {
       if constexpr (kStageSfb) {
 #pragma unroll
