@@ -65,11 +65,16 @@ constexpr uint32_t kMaskBarrierId = 4;
 // Unroll factor of the k-loop with the scale products on the tensor cores (GemmTraits::kScaleMma):
 // as the two-wave loop's with bf16 output (4 and 8 within 0.4% on its previous version, RESULTS.md, session 26).
 constexpr int kScaleMmaUnroll = 8;
-// Unroll factor of the serial k-loop (one-wave tiles without deferred promotion: 128 x 144/160/192,
+// Unroll factor of the serial k-loop (one-wave tiles without deferred promotion: 128 x 144..192,
 // the k-grouped wgrad 64x128). Measured at 4096x2112x7168 against no unrolling: 128x192 +3%,
 // 128x160 +4%, 128x144 +7% (8: 128x192 and 128x160 +0.5% more, 128x144 8% less; RESULTS.md,
-// session 15).
-constexpr int kSerialUnroll = 4;
+// session 15). Except where a tile's loop has more than four copies (GemmTraits::kSplitCopies:
+// 128x144 and 128x176, eight each): every tile fetches its copy's instructions from L2 when it
+// starts, and four k-blocks of straight-line code are 16 KB. Unrolled twice, 128x176 gained 18% at
+// K = 512, 8% at K = 2048 and 2.3% at K = 7168, 128x144 14% / 1.2% at K = 512 / 7168; 128x160
+// (four copies) lost 1% and 128x192 (two) 1% (H200, RESULTS.md, session 46).
+template <int kSplitCopies>
+constexpr int kSerialUnroll = kSplitCopies > 4 ? 2 : 4;
 // Unroll factor of the two-wave (256-row tile) k-loop with bf16 output (dense, grouped, wgrad).
 // Measured against 2 (medians of 3 alternated runs): dense 4096x7168x16384 1477 -> 1507, 8192^3
 // +2%, grouped +0.2-8%, wgrad +2-5% (RESULTS.md, session 15). With f32 output the unrolled loop
@@ -125,6 +130,10 @@ struct GemmTraits {
   static constexpr int kMaxScaleBlocks = (128 - kScaleGcd + BLOCK_N + 127) / 128;
   static_assert(kMaxScaleBlocks <= 3, "a tile may touch at most three B-scale blocks");
   static constexpr bool kMayStraddle = (128 % BLOCK_N) != 0;
+  // Copies of a k-loop compiled for the possible splits (detail::dispatch_split; per-column B scales
+  // need none): one per multiple of g up to min(BLOCK_N, 128).
+  static constexpr int kSplitCopies =
+      kMayStraddle && !kPerRowScaleB ? (BLOCK_N < 128 ? BLOCK_N : 128) / kScaleGcd : 1;
 
   static constexpr int kSmemA = BLOCK_M * kBlockK;  // bytes per stage (1 byte per e4m3)
   static constexpr int kSmemB = BLOCK_N * kBlockK;
@@ -1215,7 +1224,7 @@ __global__ void __launch_bounds__(GemmTraits<BLOCK_M, BLOCK_N, Epilogue, kPerRow
         auto serial_loop = [&](auto split_c, auto active_c) {
           [[maybe_unused]] constexpr int kSplit = decltype(split_c)::value;  // not with per-column B scales
           constexpr bool kActive = decltype(active_c)::value;
-#pragma unroll kSerialUnroll
+#pragma unroll kSerialUnroll<Traits::kSplitCopies>
           for (int kb = 0; kb < tile_k_blocks; ++kb) {
             float sfb0_cur = 0.f, sfb1_cur = 0.f, sfb2_cur = 0.f;
             if constexpr (kActive) tile_sfb(kb, sfb0_cur, sfb1_cur);
