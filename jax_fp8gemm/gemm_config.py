@@ -75,24 +75,40 @@ def _cheapest(candidates, num_sms: int) -> GemmConfig:
     return GemmConfig(block_m=bm, block_n=bn, num_stages=0, num_sms=int(num_sms), multicast=1)
 
 
-def _short_k_factor(bm: int, bn: int, k: int, out_dtype) -> float:
-    """Tiles whose epilogue is exposed over few k-blocks, measured slower per tile than the model:
-    - 128x192 with f32 output keeps 3 pipeline stages (its 96 KB f32 staging takes the rest): 9%
-      slower than 128x144 at K = 512 and 3.5% slower than 128x160 at K = 1536, on par from
-      K ~ 8192 (H100, harness, f32 out; RESULTS.md, session 16). Charged 1 + 0.4 / (k-blocks);
-      likewise 128x176 with f32 output (88 KB, also 3 stages), plus 3%: at K = 7168 it measured
-      4% behind 128x160 at 4096x7168 where the model put it 2% ahead, 2.5% behind 128x192 at
-      8192x6144; it keeps 4096x2112 (+2.5% over 128x192) and 2048x7168 (+1.7..2.9% over 128x128).
-    - 128x176 with bf16 output: against the earlier picks 0.77-0.85x at K = 512 (4096x2112,
-      2048x7168, 512x11008; ~1.6 us more per tile than 128x192, not understood yet; whole-row
-      output atoms later won back 4-7% of it), 0.97-1.02x at K = 2048, 1.02-1.08x at K = 7168.
-      Charged 1 + 1.5 / (k-blocks), which keeps it from K ~ 4096 (H200, harness, RESULTS.md
-      session 45)."""
-    if bm != 128 or bn < 176:
-        return 1.0
+# f32 output: the 128-row tiles' measured time per tile relative to the wave model's cost, 128x128 = 1
+# (H200, harness, f32 out, medians over eight K = 7168 shapes from 1024x7168 to 8192x8192; RESULTS.md,
+# session 46). The f32 staging leaves fewer pipeline stages than bf16 does (112: 5, 128-160: 4, 176 and
+# 192: 3), and 128x112 keeps deferred promotion: it ran 0.84-0.97 of the model, the serial-loop tiles
+# 0.96-1.13. With these the picks measured within 1% of the best tile on average over that sweep's
+# 16 shapes (K = 512-7168), against 2.7% with the bf16 model (up to 9.6% at 4096x24576x7168).
+_F32_TILE_FACTOR = {(128, 112): 0.93, (128, 144): 1.02, (128, 160): 1.07, (128, 176): 1.05, (128, 192): 1.04}
+# The serial loop (128 x 144..192) with bf16 output: 0.99-1.03x per tile against deferred promotion
+# and the 256-row loop (4096x2112x7168, 2048x7168x7168: RESULTS.md, session 15).
+_SERIAL_FACTOR = 1.03
+
+
+def _tile_factor(bm: int, bn: int, k: int, out_dtype) -> float:
+    """Relative cost of a tile's main loop in the wave model (`_cheapest`): 1.0, or what it measured
+    per tile beyond the model. Short K exposes what a tile pays once (epilogue, first loads, fetching
+    its loop's instructions), so some tiles also pay c / k-blocks:
+    - 128x192 and 128x176 with f32 output (3 stages beside their 96 / 88 KB f32 staging): 0.4 (192:
+      9% slower than 128x144 at K = 512, 3.5% slower than 128x160 at K = 1536; H100, session 16).
+    - 128x112 with f32 output: 0.6 (1.13-1.15x the model at K = 512, 0.92-0.96x at K = 2048; session 46).
+    - 128x176 with bf16 output: 0.4. Against the earlier picks (H200, harness, session 46, its loop
+      unrolled twice): 1.03-1.04x at K = 512 (0.99x at 512x11008), 0.93-0.99x at K = 2048, 0.90-0.96x
+      at K = 7168."""
+    kb = cdiv(k, 128)
+    serial = not deferred_promotion(bm, bn) and bm != 256
+    factor = _SERIAL_FACTOR if serial else 1.0
     if np.dtype(out_dtype) == np.dtype(jnp.float32):
-        return 1.0 + 0.4 / cdiv(k, 128) + (0.03 if bn == 176 else 0.0)
-    return 1.0 + 1.5 / cdiv(k, 128) if bn == 176 else 1.0
+        factor = _F32_TILE_FACTOR.get((bm, bn), factor)
+        if (bm, bn) == (128, 112):
+            factor *= 1.0 + 0.6 / kb
+        elif bm == 128 and bn >= 176:
+            factor *= 1.0 + 0.4 / kb
+    elif (bm, bn) == (128, 176):
+        factor *= 1.0 + 0.4 / kb
+    return factor
 
 
 # Multicast of A over CTA pairs on the 256x128 tile. The big shapes are bound by data movement:
@@ -285,7 +301,7 @@ def _pipeline_free(m: int, n: int, k: int, num_sms: int) -> Optional[GemmConfig]
 def pick(m: int, n: int, k: int, out_dtype, num_sms: int,
          split_k_clusters: Optional[ClusterCapacity] = None) -> GemmConfig:
     """The configuration for one static shape (K scales every tile's main loop alike; it only
-    changes the ranking where a tile's epilogue is exposed, see `_short_k_factor`). M <= 8 with
+    changes the ranking where a tile's fixed costs are exposed, see `_tile_factor`). M <= 8 with
     K >= 4096 or K = 512-1024 runs without a pipeline (`_pipeline_free`); M <= 128 takes a decode
     tile split over K where that pays (`_decode_tile`; no split without `split_k_clusters`, the
     device's cluster capacity), else at M <= 64 an unsplit 64-row tile and at M = 65..128 the wave
@@ -304,14 +320,10 @@ def pick(m: int, n: int, k: int, out_dtype, num_sms: int,
     def candidates():
         for bm, bn in COMPILED_TILES:
             if _offered(bm, out_dtype) and (bm, bn) not in _SPLIT_ONLY_TILES:
-                # Deferred promotion and the 256-row two-wave loop cost the same per tile; the
-                # (unrolled) serial loop of 128 x 144/160/192 measured 0.99-1.03x per tile against
-                # them (4096x2112x7168, 2048x7168x7168: RESULTS.md, session 15). 128x176 (bf16,
-                # K = 7168) beat every other tile where this model takes it: +2-9% over the earlier
-                # picks at 4096 / 8192 x 2112, 2048x7168, 1024x14336, 512x28672 (H200, session 45).
-                serial = not deferred_promotion(bm, bn) and bm != 256
-                factor = (1.03 if serial else 1.0) * _short_k_factor(bm, bn, k, out_dtype)
-                yield bm, bn, cdiv(m, bm) * cdiv(n, bn), factor
+                # 128x176 (bf16, K = 7168) beat every other tile where this model takes it: +2-9%
+                # over the earlier picks at 4096 / 8192 x 2112, 2048x7168, 1024x14336, 512x28672
+                # (H200, sessions 45-46).
+                yield bm, bn, cdiv(m, bm) * cdiv(n, bn), _tile_factor(bm, bn, k, out_dtype)
 
     return _share_a_on_256_rows(_cheapest(candidates(), num_sms), k, num_sms)
 
