@@ -83,9 +83,10 @@ cudaError_t launch_fp8_gemv_mma(const GemmProblem& p, cudaStream_t stream);
 //     160  straddles; N=7168 -> 45 N-blocks (M=4096: 1440 tiles = 10.9 waves).
 //     176  straddles two or three scale blocks (tiles starting 96 or 112 columns into a block):
 //          the promotion takes a third B scale. N=2112 -> 12 N-blocks (M=4096: 384 tiles = 2.91
-//          waves): +2% over 128x192 at 4096x2112x7168, +8% over 256x128 at 2048x7168x7168; with
-//          bf16 output 0.77-0.85x the earlier picks at K = 512 (not understood yet; gemm_config's
-//          _short_k_factor keeps it to K >= ~4096; RESULTS.md, session 45).
+//          waves): +4% over 128x192 at 4096x2112x7168, +10% over 256x128 at 2048x7168x7168,
+//          +2-7% at K = 2048. Its eight split copies of the serial loop are unrolled twice, not four
+//          times: a tile's first pass fetches its copy's code from L2 (at K = 512 it lost 20% before;
+//          now 3-4% behind the other picks there; gemm_config._tile_factor; RESULTS.md, session 46).
 //     192  straddles (every other tile); the widest one-wave tile: 96 + 96 registers of output
 //          and accumulator (serial promotion) and 22% less operand traffic per FLOP than 128x128.
 //          N=2112 -> 11 N-blocks (M=4096: 352 tiles = 2.67 waves; DeepGEMM's pick there).
@@ -110,8 +111,9 @@ cudaError_t launch_fp8_gemv_mma(const GemmProblem& p, cudaStream_t stream);
 //     192     wide N (18432, 24576): one wave of 96-128 tiles where 64x128 needs two (+11% at
 //             N = 18432, K = 7168); straddles scale blocks, so it runs all of K (no split-K) and
 //             promotes serially (96 + 96 registers).
-// Shared memory (max_stages, bf16 / f32 out): 128x112 6/5, 128x128 5/5, 128x144 5/4, 128x160 5/4, 128x176 4/3, 128x192 4/3,
-// 256x128 3/2, 128x32 10/10, 128x64 8/7, 64x32 18/17, 64x64 13/12, 64x128 8/8, 64x192 6/5.
+// Shared memory (max_stages, bf16 / f32 out, as the harness prints them): 128x112 6/5, 128x128 5/4,
+// 128x144 5/4, 128x160 5/4, 128x176 4/3, 128x192 4/3, 256x128 3/3, 128x32 10/10, 128x64 8/7,
+// 64x32 17/17, 64x64 13/12, 64x128 8/7, 64x192 6/5.
 // ------------------------------------------------------------------------------------------------
 struct CompiledTile {
   int block_m, block_n;

@@ -71,7 +71,7 @@ constexpr int kScaleMmaUnroll = 8;
 // session 15). Except where a tile's loop has more than four copies (GemmTraits::kSplitCopies:
 // 128x144 and 128x176, eight each): every tile fetches its copy's instructions from L2 when it
 // starts, and four k-blocks of straight-line code are 16 KB. Unrolled twice, 128x176 gained 18% at
-// K = 512, 8% at K = 2048 and 2.3% at K = 7168, 128x144 14% / 1.2% at K = 512 / 7168; 128x160
+// K = 512, 8% at K = 2048 and 0.6-2.3% at K = 7168, 128x144 14% / 1.2% at K = 512 / 7168; 128x160
 // (four copies) lost 1% and 128x192 (two) 1% (H200, RESULTS.md, session 46).
 template <int kSplitCopies>
 constexpr int kSerialUnroll = kSplitCopies > 4 ? 2 : 4;
