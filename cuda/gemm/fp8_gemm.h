@@ -84,9 +84,10 @@ cudaError_t launch_fp8_gemv_mma(const GemmProblem& p, cudaStream_t stream);
 //     176  straddles two or three scale blocks (tiles starting 96 or 112 columns into a block):
 //          the promotion takes a third B scale. N=2112 -> 12 N-blocks (M=4096: 384 tiles = 2.91
 //          waves): +4% over 128x192 at 4096x2112x7168, +10% over 256x128 at 2048x7168x7168,
-//          +2-7% at K = 2048. Its eight split copies of the serial loop are unrolled twice, not four
+//          +1-7% at K = 2048. Its eight split copies of the serial loop are unrolled twice, not four
 //          times: a tile's first pass fetches its copy's code from L2 (at K = 512 it lost 20% before;
-//          now 3-4% behind the other picks there; gemm_config._tile_factor; RESULTS.md, session 46).
+//          now it takes 1.03-1.17x the other picks' time there; gemm_config._tile_factor keeps it
+//          off; RESULTS.md, session 46).
 //     192  straddles (every other tile); the widest one-wave tile: 96 + 96 registers of output
 //          and accumulator (serial promotion) and 22% less operand traffic per FLOP than 128x128.
 //          N=2112 -> 11 N-blocks (M=4096: 352 tiles = 2.67 waves; DeepGEMM's pick there).
