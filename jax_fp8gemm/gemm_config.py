@@ -95,7 +95,7 @@ def _tile_factor(bm: int, bn: int, k: int, out_dtype) -> float:
       9% slower than 128x144 at K = 512, 3.5% slower than 128x160 at K = 1536; H100, session 16).
     - 128x112 with f32 output: 0.6 (1.13-1.15x the model at K = 512, 0.92-0.96x at K = 2048; session 46).
     - 128x176 with bf16 output: 0.4. Against the earlier picks (H200, harness, session 46, its loop
-      unrolled twice): 1.03-1.04x at K = 512 (0.99x at 512x11008), 0.93-0.99x at K = 2048, 0.90-0.96x
+      unrolled twice): 1.03-1.17x at K = 512 (0.99x at 512x11008), 0.93-0.99x at K = 2048, 0.90-0.96x
       at K = 7168."""
     kb = cdiv(k, 128)
     serial = not deferred_promotion(bm, bn) and bm != 256
