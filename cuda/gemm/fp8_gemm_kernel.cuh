@@ -130,10 +130,11 @@ struct GemmTraits {
   static constexpr int kMaxScaleBlocks = (128 - kScaleGcd + BLOCK_N + 127) / 128;
   static_assert(kMaxScaleBlocks <= 3, "a tile may touch at most three B-scale blocks");
   static constexpr bool kMayStraddle = (128 % BLOCK_N) != 0;
-  // Copies of a k-loop compiled for the possible splits (detail::dispatch_split; per-column B scales
-  // need none): one per multiple of g up to min(BLOCK_N, 128).
-  static constexpr int kSplitCopies =
-      kMayStraddle && !kPerRowScaleB ? (BLOCK_N < 128 ? BLOCK_N : 128) / kScaleGcd : 1;
+  // A tile's split (8-column chunks of its first B-scale block) is a multiple of g / 8 up to this;
+  // a k-loop is compiled once per possible split (detail::dispatch_split; per-column B scales need
+  // no split).
+  static constexpr int kSplitMax = (BLOCK_N < 128 ? BLOCK_N : 128) / 8;
+  static constexpr int kSplitCopies = kMayStraddle && !kPerRowScaleB ? kSplitMax / (kScaleGcd / 8) : 1;
 
   static constexpr int kSmemA = BLOCK_M * kBlockK;  // bytes per stage (1 byte per e4m3)
   static constexpr int kSmemB = BLOCK_N * kBlockK;
@@ -890,7 +891,6 @@ __global__ void __launch_bounds__(GemmTraits<BLOCK_M, BLOCK_N, Epilogue, kPerRow
       // B scales of this tile: block b0 covers tile columns [0, 8 * split), block b1 the next 128
       // (or the rest), block b2 any after those (kMaxScaleBlocks 3).
       const int split = min(BLOCK_N, (tile.col_start / 128 + 1) * 128 - tile.col_start) / 8;
-      constexpr int kSplitMax = (BLOCK_N < 128 ? BLOCK_N : 128) / 8;  // split's largest value
       float* const sfb_tile = smem_sfb_tiles + (2 * wg + (tile_parity & 1)) * args.sfb_staged_floats;
       if constexpr (kStageSfb) {
         ++tile_parity;
@@ -1034,7 +1034,7 @@ __global__ void __launch_bounds__(GemmTraits<BLOCK_M, BLOCK_N, Epilogue, kPerRow
               deferred_loop(split_c, std::false_type{});
           };
           if constexpr (Traits::kMayStraddle && !kPerRowScaleB)
-            detail::dispatch_split<Traits::kScaleGcd / 8, Traits::kScaleGcd / 8, kSplitMax>(split, deferred_loops);
+            detail::dispatch_split<Traits::kScaleGcd / 8, Traits::kScaleGcd / 8, Traits::kSplitMax>(split, deferred_loops);
           else
             deferred_loops(std::integral_constant<int, kNumAcc / 4>{});
         }
@@ -1256,7 +1256,7 @@ __global__ void __launch_bounds__(GemmTraits<BLOCK_M, BLOCK_N, Epilogue, kPerRow
             serial_loop(split_c, std::false_type{});
         };
         if constexpr (Traits::kMayStraddle && !kPerRowScaleB)
-          detail::dispatch_split<Traits::kScaleGcd / 8, Traits::kScaleGcd / 8, kSplitMax>(split, serial_loops);
+          detail::dispatch_split<Traits::kScaleGcd / 8, Traits::kScaleGcd / 8, Traits::kSplitMax>(split, serial_loops);
         else
           serial_loops(std::integral_constant<int, kNumAcc / 4>{});
       }
