@@ -5,6 +5,8 @@
 # Logs go to $OUT (at most 8 files come back: keep it so).
 #
 #   STEPS=build,tests,standalone,sanitize,bench  (default: all)   BENCH_ARGS="--suite gemm"
+#   STEPS=...,stress   tools/stress_repeat.py (STRESS_ARGS, e.g. "--rounds 30 --repeats 100"): every op
+#                      run many times on the same inputs, for intermittent faults (not in the default)
 #   TESTS="tests/test_gpu.py"                                      (default: the suite but test_sharding.py,
 #                                                                  ~425 s on an H200; TEST_TIMEOUT, default 530)
 #   STANDALONE_ARGS / GROUPED_ARGS / WGRAD_ARGS: options of the dense / grouped / wgrad harness
@@ -75,11 +77,19 @@ if has tests; then
   (cd /tmp && $PY -c "import jax_fp8gemm as fg; print('kernels enabled:', fg.kernels_enabled())") \
     | tee -a "$summary"
   # test_sharding.py runs its checks on CPU devices (JAX_PLATFORMS=cpu) whatever the machine: CI
-  # covers it, and here it would cost ~65 s of the 600 a device call may take.
-  timeout ${TEST_TIMEOUT:-530} pytest -q -p no:cacheprovider --durations=12 ${TESTS:-tests --ignore=tests/test_sharding.py} \
+  # covers it, and here it would cost ~65 s of the 600 a device call may take. -v: a run the limit
+  # cuts short still names each test's outcome.
+  timeout ${TEST_TIMEOUT:-530} pytest -v -p no:cacheprovider --durations=12 ${TESTS:-tests --ignore=tests/test_sharding.py} \
     > "$OUT/tests.log" 2>&1
   note "tests: $(tail -1 "$OUT/tests.log")"
-  grep -E "^(FAILED|ERROR)" "$OUT/tests.log" | head -20 | tee -a "$summary"
+  grep -E "^(FAILED|ERROR)| (FAILED|ERROR) " "$OUT/tests.log" | head -20 | tee -a "$summary"
+fi
+
+if has stress; then
+  note "$(stamp) stress (tools/stress_repeat.py ${STRESS_ARGS:-})"
+  (cd /tmp && timeout ${STRESS_TIMEOUT:-300} $PY "$OLDPWD/tools/stress_repeat.py" ${STRESS_ARGS:-}) > "$OUT/stress.log" 2>&1
+  note "stress exit $?"
+  grep -E "rounds x|FAIL|PASSED" "$OUT/stress.log" | tee -a "$summary"
 fi
 
 if has sanitize; then
