@@ -310,6 +310,12 @@ def test_128x176_three_scale_blocks(rng, m, n, k, multicast, multicast_a, out_dt
     check_dense_config(rng, m, n, k, config, out_dtype)
 
 
+# The wgrad kernels against float64: FP32 accumulation gives ~8e-9 on every tile. SPEC's 1e-5 let
+# through scale products of bf16 precision on the 256x96 tile (5.4e-6; session 47), so these tests
+# hold the kernels to what they measure.
+WGRAD_CALC_DIFF = 1e-7
+
+
 @pytest.mark.parametrize("kind", ["gemm", "wgrad", "wgrad 256x96"])
 @pytest.mark.parametrize("m,n,k", [(1000, 2112, 1552), (4095, 7040, 2048), (257, 1000, 7168)])
 def test_256_row_tile_pairs_sharing_a(rng, kind, m, n, k):
@@ -335,7 +341,7 @@ def test_256_row_tile_pairs_sharing_a(rng, kind, m, n, k):
         outs.append(np.asarray(fn(a, a_s, b, b_s).astype(jnp.float32)))
     assert not np.isnan(outs[0]).any(), "unwritten (poisoned) or NaN outputs"
     ref = dequant64(a, a_s, False) @ dequant64(b, b_s, b_blockwise).T
-    assert calc_diff(outs[0], ref) <= 1e-5
+    assert calc_diff(outs[0], ref) <= (1e-5 if kind == "gemm" else WGRAD_CALC_DIFF)
     np.testing.assert_array_equal(outs[0].view(np.uint32), outs[1].view(np.uint32))
 
 
@@ -363,7 +369,7 @@ def test_k_grouped_wgrad_pairs_sharing_a(rng, block_n, n):
         if lo == hi:
             assert np.all(outs[0][g] == 0), f"group {g} is empty"
         else:
-            assert calc_diff(outs[0][g], af[:, lo:hi] @ bf[:, lo:hi].T) <= 1e-5, f"group {g}"
+            assert calc_diff(outs[0][g], af[:, lo:hi] @ bf[:, lo:hi].T) <= WGRAD_CALC_DIFF, f"group {g}"
     np.testing.assert_array_equal(outs[0].view(np.uint32), outs[1].view(np.uint32))
 
 
@@ -487,7 +493,7 @@ def test_wgrad_kernels(rng, m, n, t, sizes):
         if lo == hi:
             assert np.all(out[g] == 0), f"group {g} is empty: its gradient must be zero"
         else:
-            assert calc_diff(out[g], af[:, lo:hi] @ bf[:, lo:hi].T) <= 1e-5, f"group {g}"
+            assert calc_diff(out[g], af[:, lo:hi] @ bf[:, lo:hi].T) <= WGRAD_CALC_DIFF, f"group {g}"
     again = np.asarray(fn(*args)).reshape(out.shape)
     np.testing.assert_array_equal(again.view(np.uint32), out.view(np.uint32))
     # bf16 output (a bf16 weight's gradient): the kernel rounds the same FP32 accumulator once,

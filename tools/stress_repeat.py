@@ -4,10 +4,11 @@
 
 Per case and round: fresh random operands (and fresh group sizes: uneven, empty groups, sums short
 of M or past it), the allocator poisoned with NaN, one run checked against the jnp reference
-(`calc_diff` <= 1e-5 and every row within 2% of its RMS, so a row computed with the wrong group's
-weights shows), then `--repeats` more runs on the same inputs, each after a fresh poisoning, that
-must equal the first bit for bit. A race, an unwritten tile or a schedule that hands a tile out
-twice shows as a mismatch, a NaN or a failed check. Exit status 1 if any run failed.
+(`calc_diff` <= 1e-5, and every element within 1% of its row's RMS plus, for bf16 output, half an
+ulp: a row computed with the wrong group's weights shows), then `--repeats` more runs on the same
+inputs, each after a fresh poisoning, that must equal the first bit for bit. A race, an unwritten
+tile or a schedule that hands a tile out twice shows as a mismatch, a NaN or a failed check. Exit
+status 1 if any run failed.
 
 The checks run on the device and are read back once per round, so the GPU stays busy.
 """
@@ -15,6 +16,7 @@ The checks run on the device and are read back once per round, so the GPU stays 
 from __future__ import annotations
 
 import argparse
+import functools
 import sys
 import time
 
@@ -31,15 +33,23 @@ def poison(nbytes: int) -> None:
     jnp.full((nbytes // 4 + 1,), jnp.nan, jnp.float32).block_until_ready()
 
 
-@jax.jit
-def _check(out, ref):
-    """(calc_diff, worst row error / row RMS, any NaN) of out against ref, on the device."""
+# An element may be off by the kernel's FP32 accumulation error, a small fraction of its row's RMS,
+# plus half a bf16 ulp (2^-8 of its value) when the output is bf16; a row computed with another
+# group's weights, or a tile left unwritten, is off by about its RMS.
+ROW_TOLERANCE = 1e-2
+
+
+@functools.partial(jax.jit, static_argnames="rounding")
+def _check(out, ref, rounding):
+    """(calc_diff, worst |out - ref| / allowed, any NaN) of out against ref, on the device; an
+    element of a row whose reference is all zero must be exactly zero."""
     x, y = out.astype(jnp.float32), ref.astype(jnp.float32)
     denom = jnp.sum(x * x + y * y)
     diff = jnp.where(denom > 0, 1.0 - 2.0 * jnp.sum(x * y) / denom, 0.0)
     x2, y2 = x.reshape(-1, x.shape[-1]), y.reshape(-1, y.shape[-1])
-    row_err = jnp.max(jnp.abs(x2 - y2), axis=1) / (jnp.sqrt(jnp.mean(y2 * y2, axis=1)) + 1e-30)
-    worst = jnp.max(jnp.where(jnp.max(jnp.abs(y2), axis=1) > 0, row_err, jnp.where(jnp.any(x2 != 0, axis=1), jnp.inf, 0.0)))
+    allowed = ROW_TOLERANCE * jnp.sqrt(jnp.mean(y2 * y2, axis=1, keepdims=True)) + rounding * jnp.abs(y2)
+    err = jnp.abs(x2 - y2)
+    worst = jnp.max(jnp.where(err == 0, 0.0, err / jnp.maximum(allowed, 1e-30)))
     return diff, worst, jnp.any(jnp.isnan(x))
 
 
@@ -103,29 +113,30 @@ def stress(name, make, op, ref_op, out_dtype, rounds, repeats, seed) -> int:
     rng = np.random.default_rng(seed)
     fn = jax.jit(op, static_argnames="out_dtype")
     ref_fn = jax.jit(ref_op, static_argnames="out_dtype")
-    failures, t0 = 0, time.time()
+    failures, worst_seen, t0 = 0, 0.0, time.time()
     for r in range(rounds):
         args = make(rng)
         ref = ref_fn(*args, out_dtype=jnp.float32)
         nbytes = ref.size * 4
         poison(nbytes)
         first = fn(*args, out_dtype=out_dtype)
-        checks = _check(first, ref)
+        checks = _check(first, ref, rounding=2.0**-8 if out_dtype == jnp.bfloat16 else 0.0)
         differs = []
         for _ in range(repeats):
             poison(nbytes)
             differs.append(_differs(fn(*args, out_dtype=out_dtype), first))
         diff, worst, nan = (float(c) for c in checks)
         n_diff = int(np.sum(np.asarray(jax.device_get(differs))))
-        tol = 2e-2 if out_dtype == jnp.bfloat16 else 1e-3
-        if not (diff <= 1e-5 and worst <= tol and not nan and n_diff == 0):
+        worst_seen = max(worst_seen, worst)
+        if not (diff <= 1e-5 and worst <= 1.0 and not nan and n_diff == 0):
             failures += 1
             sizes = np.asarray(args[4]).tolist() if len(args) > 4 else None
             print(f"  FAIL {name} {jnp.dtype(out_dtype).name} seed={seed} round={r}: calc_diff={diff:.2e} "
-                  f"worst_row={worst:.2e} nan={bool(nan)} differing_repeats={n_diff}/{repeats} sizes={sizes}",
+                  f"worst_error/allowed={worst:.2f} nan={bool(nan)} differing_repeats={n_diff}/{repeats} sizes={sizes}",
                   flush=True)
     print(f"{name:34s} {jnp.dtype(out_dtype).name:8s} {rounds} rounds x {1 + repeats} runs: "
-          f"{'ok' if not failures else f'{failures} FAILED'} ({time.time() - t0:.1f} s)", flush=True)
+          f"{'ok' if not failures else f'{failures} FAILED'} (worst error / allowed {worst_seen:.2f}; "
+          f"{time.time() - t0:.1f} s)", flush=True)
     return failures
 
 
