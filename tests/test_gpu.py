@@ -409,10 +409,13 @@ def test_grouped_gemm_kernel(rng, m, n, k, sizes, out_dtype):
     assert not np.isnan(out_np).any(), "unwritten (poisoned) or NaN outputs"
     assert np.all(out_np[total:] == 0), "rows past the sum of the group sizes must be zero"
     assert calc_diff(out_np, ref) <= 1e-5
-    # per row: a row computed with the wrong group's weights stands out
-    err = np.abs(out_np - ref).max(axis=1)
-    scale = np.sqrt((ref * ref).mean(axis=1)) + 1e-30
-    assert np.all(err <= 2e-2 * scale + 1e-30), f"rows off: {np.nonzero(err > 2e-2 * scale)[0][:10]}"
+    # per element: a row computed with the wrong group's weights is off by about its RMS; the
+    # kernel's own error is under 0.2% of it, plus half an ulp of bf16 output (2^-8 of the value:
+    # a bound per row, 2% of the RMS, could be crossed by rounding alone; tools/stress_repeat.py)
+    rms = np.sqrt((ref * ref).mean(axis=1, keepdims=True))
+    allowed = 1e-2 * rms + (2.0**-8 * np.abs(ref) if out_dtype == jnp.bfloat16 else 0.0)
+    rows_off = np.nonzero((np.abs(out_np - ref) > allowed).any(axis=1))[0]
+    assert rows_off.size == 0, f"rows off: {rows_off[:10]}"
     again = fn(a, a_s, b, b_s, gs, out_dtype=out_dtype)
     np.testing.assert_array_equal(np.asarray(again).view(np.uint8), np.asarray(out).view(np.uint8))
 
