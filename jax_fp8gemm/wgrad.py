@@ -82,11 +82,11 @@ def _dense_plan(layout, a, a_s, b, b_s, *, out_dtype):
 
 def _split_bf16(s):
     """s (f32) -> (hi, lo) bf16 with hi + lo = s to ~2^-17: hi = bf16(s) (to nearest, ties to
-    even), lo = bf16(s - hi). (For s >= 2^-110; below, lo
-    may be flushed to zero, 2^-9. FLT_MIN, the scale of an all-zero group, is exact.)
+    even), lo = bf16(s - hi). (For s >= 2^-110; below, lo may be flushed to zero, 2^-9. FLT_MIN,
+    the scale of an all-zero group, is exact.)
 
-    hi is rounded with integer operations on purpose. Written as bf16(s) read back as f32, XLA on GPU
-    may drop the f32 -> bf16 -> f32 round trip inside a fusion (xla_allow_excess_precision), and
+    hi is rounded with integer operations on purpose. Written as bf16(s) read back as f32, XLA on
+    GPU may drop the f32 -> bf16 -> f32 round trip inside a fusion (xla_allow_excess_precision), and
     then lo = s - s = 0: the 256x96 tile's scale products had bf16 precision only (calc_diff 5.4e-6
     against float64, the other tiles 8e-9; RESULTS.md, session 47)."""
     s = s.astype(jnp.float32)
