@@ -59,6 +59,19 @@ def _offered(block_m: int, out_dtype) -> bool:
     return block_m != 256 or np.dtype(out_dtype) == np.dtype(jnp.bfloat16)
 
 
+def halved_tail_tiles(m: int, tiles: int, block_m: int, grid: int, paired: bool) -> int:
+    """How many of the last tiles a 256-row dense kernel (forward or wgrad) on `grid` CTAs runs as
+    two 128-row halves each (DenseSchedulerParams::tail_tiles; set_tile_order in
+    cuda/gemm/fp8_gemm.cu decides it alike): a last wave of at most half the grid, where both halves
+    of every tile have rows and CTA pairs stay whole. 0: none."""
+    tail = tiles % grid if grid > 0 else 0
+    last_rows = m % block_m
+    if (block_m == 256 and tiles > grid and 0 < 2 * tail <= grid and (last_rows == 0 or last_rows > 128)
+            and not (paired and tail % 2)):
+        return tail
+    return 0
+
+
 def _cheapest(candidates, num_sms: int) -> GemmConfig:
     """The wave-and-tile cost model shared by every picker. candidates: (block_m, block_n, tiles,
     factor) with `tiles` the (estimated) output tiles and `factor` the relative cost of a tile's

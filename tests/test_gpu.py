@@ -16,6 +16,7 @@ from conftest import calc_diff, dequant64, gpu, grouped_reference64, randn
 import jax_fp8gemm as fg
 from jax_fp8gemm import _kernels, gemm_config
 from jax_fp8gemm.gemm import gemm_kernel_call
+from jax_fp8gemm.reference import cdiv
 from jax_fp8gemm.wgrad import gemm_wgrad_kernel_call, grouped_gemm_wgrad_kernel_call
 
 pytestmark = [gpu, pytest.mark.gpu]
@@ -336,6 +337,39 @@ def test_256_row_tile_pairs_sharing_a(rng, kind, m, n, k):
     paired = gemm_config.GemmConfig(256, block_n, 0, _kernels.num_sms(), 2, multicast_a=1)
     outs = []
     for config in (paired, base):
+        poison_allocator(m * n * 4)
+        fn = jax.jit(lambda *ops, config=config: call(*ops, config, out_dtype))
+        outs.append(np.asarray(fn(a, a_s, b, b_s).astype(jnp.float32)))
+    assert not np.isnan(outs[0]).any(), "unwritten (poisoned) or NaN outputs"
+    ref = dequant64(a, a_s, False) @ dequant64(b, b_s, b_blockwise).T
+    assert calc_diff(outs[0], ref) <= (1e-5 if kind == "gemm" else WGRAD_CALC_DIFF)
+    np.testing.assert_array_equal(outs[0].view(np.uint32), outs[1].view(np.uint32))
+
+
+@pytest.mark.parametrize("kind,k", [("gemm", 1552), ("gemm", 400), ("wgrad", 1552), ("wgrad 256x96", 1552)])
+@pytest.mark.parametrize("m", [1024, 1000])
+@pytest.mark.parametrize("multicast,multicast_a", [(1, 0), (2, 1), (2, 0)])
+def test_256_row_tile_halved_tail(rng, kind, k, m, multicast, multicast_a):
+    """The 256-row tiles' halved tail (DenseSchedulerParams::tail_tiles): on 12 CTAs, 4 M-blocks x
+    10 N-blocks (13 for 256x96) leave a last wave of 4 tiles, which run as 8 halves of 128 rows on
+    the kernel's one-wave path. M = 1000: the last M-block's second half has 104 rows. Forward
+    (K = 1552, and 400: the short-K twin) and dense wgrad; unpaired and in pairs sharing A or B.
+    Against float64, and bit for bit the same as one wave of whole tiles on enough CTAs."""
+    n = 1160
+    block_n = 96 if kind == "wgrad 256x96" else 128
+    tiles = cdiv(m, 256) * cdiv(n, block_n)
+    assert gemm_config.halved_tail_tiles(m, tiles, 256, 12, multicast == 2) == 4
+    assert tiles <= _kernels.num_sms(), "the whole-tile run needs one wave"
+    a, a_s = fg.quantize_rowwise(randn(rng, (m, k), jnp.bfloat16))
+    if kind == "gemm":
+        b, b_s = fg.quantize_blockwise(randn(rng, (n, k), jnp.bfloat16))
+        call, out_dtype, b_blockwise = gemm_kernel_call, jnp.bfloat16, True
+    else:
+        b, b_s = fg.quantize_rowwise(randn(rng, (n, k), jnp.bfloat16))
+        call, out_dtype, b_blockwise = gemm_wgrad_kernel_call, jnp.float32, False
+    outs = []
+    for sms in (12, _kernels.num_sms()):
+        config = gemm_config.GemmConfig(256, block_n, 0, sms, multicast, multicast_a)
         poison_allocator(m * n * 4)
         fn = jax.jit(lambda *ops, config=config: call(*ops, config, out_dtype))
         outs.append(np.asarray(fn(a, a_s, b, b_s).astype(jnp.float32)))

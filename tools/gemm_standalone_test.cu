@@ -229,6 +229,7 @@ struct Options {
   OutDtype bench_out = OutDtype::kBF16;  // --out=f32: time f32 output instead of bf16
   uint64_t seed = 1234;
   int runs = 25;
+  int sms = 0;  // --sms=N: CTAs of every variant that takes the device's (e.g. a halved tail on a small problem)
 };
 
 // (multicast, multicast_a): none, pairs sharing B, pairs sharing A.
@@ -466,6 +467,7 @@ int main(int argc, char** argv) {
     else if (a.rfind("--multicast=", 0) == 0) o.multicast = a.substr(12);
     else if (a.rfind("--seed=", 0) == 0) o.seed = std::strtoull(a.c_str() + 7, nullptr, 10);
     else if (a.rfind("--runs=", 0) == 0) o.runs = std::max(20, std::atoi(a.c_str() + 7));
+    else if (a.rfind("--sms=", 0) == 0) o.sms = std::atoi(a.c_str() + 6);
     else {
       std::fprintf(stderr, "unknown option %s\n", a.c_str());
       return 2;
@@ -516,8 +518,11 @@ int main(int argc, char** argv) {
     return static_cast<double>(x.m) * x.n * x.k < static_cast<double>(y.m) * y.n * y.k;
   });
 
-  const std::vector<Variant> cvars = correctness_variants(o);
-  const std::vector<Variant> bvars = bench_variants(o);
+  std::vector<Variant> cvars = correctness_variants(o);
+  std::vector<Variant> bvars = bench_variants(o);
+  for (auto* vars : {&cvars, &bvars})
+    for (Variant& v : *vars)
+      if (o.sms > 0 && v.cfg.num_sms == 0) v.cfg.num_sms = o.sms;
   unsigned long long* scratch = nullptr;
   CUDA_CHECK(cudaMalloc(&scratch, sizeof(unsigned long long)));
   std::optional<L2Flush> flush;

@@ -292,6 +292,16 @@ void set_tile_order(DenseSchedulerParams* sched, const KernelEntry& e, const Gem
   const int band = set_band_axis(sched, e, cfg, grid);
   const int m_blocks = (sched->m + e.block_m - 1) / e.block_m, n_blocks = (sched->n + e.block_n - 1) / e.block_n;
   sched->order = BandedOrder(band, sched->band_on_n ? m_blocks : n_blocks);
+  // The halved tail (scheduler.cuh): a last wave of at most grid / 2 tiles runs as twice as many
+  // 128-row halves. Only where both halves of every tile have rows (the last M-block has none or
+  // more than 128 rows to spare) and pairs stay whole; the one-wave path needs skip_empty_waves.
+  const long long tiles = static_cast<long long>(m_blocks) * n_blocks;
+  const int tail = static_cast<int>(tiles % grid);
+  const int last_rows = sched->m % e.block_m;
+  if (e.block_m == 256 && sched->k_splits == 1 && tail_halves_default() && skip_empty_waves_default() &&
+      tiles > grid && tail > 0 && 2 * tail <= grid && (last_rows == 0 || last_rows > 128) &&
+      (cfg.multicast != 2 || tail % 2 == 0))
+    sched->tail_tiles = tail;
 }
 void set_tile_order(KGroupedWgradSchedulerParams* sched, const KernelEntry& e, const GemmConfig& cfg, int grid) {
   sched->band = set_band_axis(sched, e, cfg, grid);

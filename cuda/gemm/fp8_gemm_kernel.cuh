@@ -235,6 +235,11 @@ inline bool wide_partial_default() {
   static const bool value = env_switch("FP8GEMM_WIDE_PARTIAL") != 0;
   return value;
 }
+// The dense scheduler's halved tail (FP8GEMM_TAIL_HALVES; DenseSchedulerParams::tail_tiles).
+inline bool tail_halves_default() {
+  static const bool value = env_switch("FP8GEMM_TAIL_HALVES") != 0;
+  return value;
+}
 inline bool run_time_order_default() {
   static const bool value = env_switch("FP8GEMM_RUN_TIME_ORDER") != 0;
   return value;

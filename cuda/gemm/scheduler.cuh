@@ -274,6 +274,15 @@ using BandedOrder = BandedOrderWith<FastDiv>;
 // SMs): the grid is S CTAs per tile, each cluster of S CTAs (blockIdx.x = S c .. S c + S - 1) one
 // tile, rank r over k-blocks [r Kb / S, (r + 1) Kb / S). The ranks add their partial tiles through
 // distributed shared memory (split_k.cuh). The tile index is then the CTA's index over S.
+//
+// Halved tail (tail_tiles = r > 0, 256-row tiles): the static order gives the last r tiles (r <=
+// grid / 2) to CTAs 0..r-1 alone, a whole tile's time while the other CTAs idle. Each of them runs
+// instead as two 128-row halves on 2r CTAs, which take the kernel's one-wave path (one 64-row wave
+// per math warpgroup; the two-wave kernel skips the empty one): the last wave costs about half a
+// tile. Index F + j (F = tiles - r, a multiple of the grid) is half j % 2 of tile F + j / 2; with
+// pairs, half (j / 2) % 2 of tile F + 2 (j / 4) + j % 2, so that a pair's two CTAs (j, j ^ 1) hold
+// the same half of tiles t and t ^ 1 and still share their operand. The launcher sets it where
+// every half has rows (M % 256 == 0 or > 128) and pairs stay whole (r even).
 struct DenseSchedulerParams {
   int m, n;
   int k_splits = 1;      // CTAs (a cluster) per tile, each over its share of the k-blocks
@@ -282,6 +291,7 @@ struct DenseSchedulerParams {
   // BandedOrder(blocks per band, blocks along the other axis), set up by the launcher; the band is
   // >= 1, even when clusters of 2 are used.
   BandedOrder order;
+  int tail_tiles = 0;  // the last tiles, each run as two 128-row halves (above); 0: none
 };
 
 // Short K (kMaxKBlocksArg > 0): the launcher picks this scheduler only when num_k_blocks is at most
@@ -308,6 +318,7 @@ struct DenseScheduler {
     num_n_blocks = (params.n + BLOCK_N - 1) / BLOCK_N;
     num_tiles = num_m_blocks * num_n_blocks;
     num_indices = kTileKRange && params.k_splits > 1 ? num_tiles * params.k_splits : num_tiles;
+    if constexpr (BLOCK_M == 256) num_indices += params.tail_tiles;  // one more index per halved tile
     num_banded = params.band_on_n ? num_n_blocks : num_m_blocks;
     num_other = params.band_on_n ? num_m_blocks : num_n_blocks;
     paired = cluster_size == 2 && params.k_splits == 1;
@@ -324,6 +335,17 @@ struct DenseScheduler {
       tile /= p.k_splits;
       t.kb_begin = split * p.num_k_blocks / p.k_splits;
       t.kb_end = (split + 1) * p.num_k_blocks / p.k_splits;
+    }
+
+    // A halved tail tile: which tile, and which 128-row half of it (-1: a whole tile).
+    int half = -1;
+    if constexpr (BLOCK_M == 256) {
+      const int first_tail = num_tiles - p.tail_tiles;
+      if (p.tail_tiles > 0 && tile >= first_tail) {
+        const int j = tile - first_tail;
+        half = paired ? (j >> 1) & 1 : j & 1;
+        tile = paired ? first_tail + (j >> 2) * 2 + (j & 1) : first_tail + (j >> 1);
+      }
     }
 
     const int band = p.order.band;
@@ -360,6 +382,10 @@ struct DenseScheduler {
     // on the tile).
     if (BLOCK_M == 64 && p.m > BLOCK_M && t.row_start + BLOCK_M > p.m) t.row_start = (p.m - BLOCK_M + 3) & ~3;
     t.row_end = p.m;
+    if (BLOCK_M == 256 && half >= 0) {
+      t.row_start += half * 128;
+      t.row_end = min(p.m, t.row_start + 128);
+    }
     t.a_row = t.row_start;
     t.b_row = t.n_block * BLOCK_N;
     t.col_start = t.n_block * BLOCK_N;
