@@ -1,7 +1,8 @@
 """Per-shape configuration of the dense GEMM kernel, chosen at trace time from an analytic model.
 
 The kernel is persistent: `num_sms` CTAs walk the output tiles. What matters is (1) the number of
-waves, cdiv(tiles, num_sms), since a partly filled last wave costs a whole one, and (2) the work
+waves, cdiv(tiles, num_sms), since a partly filled last wave costs a whole one (less where the
+256-row tiles halve it: `halved_tail_tiles`), and (2) the work
 per tile (bigger tiles re-read less of A and B). We pick the compiled (block_m, block_n) with the
 fewest waves, then the largest tile, as DeepGEMM's heuristic does; the 256x128 tile then runs in
 CTA pairs that share A's loads (TMA multicast). Decode shapes (M <= 128) stream B instead: they
@@ -72,15 +73,35 @@ def halved_tail_tiles(m: int, tiles: int, block_m: int, grid: int, paired: bool)
     return 0
 
 
+# A halved last wave measured 0.68-0.75 of a whole one (H200, harness, session 48: the saving at
+# 4096x32768x512 and 4096x24576x1536, and the dense wgrad 256x96 at 4096x7168x8192): the halves
+# still load a whole tile's A and pay a tile's fixed costs.
+_HALVED_TAIL_WAVE = 0.7
+
+
+def _waves(tiles: float, num_sms: int) -> int:
+    """Waves of a persistent grid over `tiles` tiles: a partly filled last wave costs a whole one."""
+    return math.ceil(tiles / num_sms)
+
+
+def _dense_waves(m: int, tiles: int, block_m: int, num_sms: int, paired: bool) -> float:
+    """Waves of the dense scheduler (forward and wgrad), whose 256-row tiles may halve the last."""
+    grid = num_sms // 2 * 2 if paired else num_sms
+    if halved_tail_tiles(m, tiles, block_m, grid, paired):
+        return tiles // grid + _HALVED_TAIL_WAVE
+    return _waves(tiles, grid)
+
+
 def _cheapest(candidates, num_sms: int) -> GemmConfig:
-    """The wave-and-tile cost model shared by every picker. candidates: (block_m, block_n, tiles,
-    factor) with `tiles` the (estimated) output tiles and `factor` the relative cost of a tile's
-    main loop (1.0, or more for a loop measured slower per tile). Per-tile time ~ bm*bn MACs plus
-    (bm+bn) operand rows loaded per K step (the load term is what makes small tiles lose when M is
-    large, and big ones lose when M is tiny); ties go to the larger tile."""
+    """The wave-and-tile cost model shared by every picker. candidates: (block_m, block_n, waves,
+    factor) with `waves` those of the (estimated) output tiles (`_waves`, `_dense_waves`) and
+    `factor` the relative cost of a tile's main loop (1.0, or more for a loop measured slower per
+    tile). Per-tile time ~ bm*bn MACs plus (bm+bn) operand rows loaded per K step (the load term is
+    what makes small tiles lose when M is large, and big ones lose when M is tiny); ties go to the
+    larger tile."""
     best = None
-    for bm, bn, tiles, factor in candidates:
-        cost = math.ceil(tiles / num_sms) * (bm * bn + 64 * (bm + bn)) * factor
+    for bm, bn, waves, factor in candidates:
+        cost = waves * (bm * bn + 64 * (bm + bn)) * factor
         key = (cost, -bm * bn)
         if best is None or key < best[0]:
             best = (key, bm, bn)
@@ -98,6 +119,15 @@ _F32_TILE_FACTOR = {(128, 112): 0.93, (128, 144): 1.02, (128, 160): 1.07, (128, 
 # The serial loop (128 x 144..192) with bf16 output: 0.99-1.03x per tile against deferred promotion
 # and the 256-row loop (4096x2112x7168, 2048x7168x7168: RESULTS.md, session 15).
 _SERIAL_FACTOR = 1.03
+# The 256x128 tile from K = 1024 (the loop kernel, in pairs sharing A): 1.05-1.06x the serial 128-row
+# tiles per unit of the model at K = 2048 and 7168 (seven shapes of 3-9 waves, without a halved
+# tail); 1.0x at K = 512 (the short-K twin, unpaired). Without it, the halved tail made the model
+# take 256x128 at 2048x7168, 1024x14336, 3072x6144, ... where the 128-row picks measured 1.6-5%
+# faster. With it, 25 bf16 picks of a 448-shape grid changed (M 512-16384, K 512-7168); of the 18
+# measured, 13 ran 0.6-6% faster (512 / 1024 x 7168, 3072x5120, 1024x11008x7168, K = 512 at N =
+# 2112-18432), 3 within 0.5%, and 2 slower: 1024x11008x1536 2.4%, 512x28672x1536 1.6%. H200,
+# harness, RESULTS.md session 48.
+_PAIRED_256_FACTOR = 1.05
 
 
 def _tile_factor(bm: int, bn: int, k: int, out_dtype) -> float:
@@ -113,6 +143,8 @@ def _tile_factor(bm: int, bn: int, k: int, out_dtype) -> float:
     kb = cdiv(k, 128)
     serial = not deferred_promotion(bm, bn) and bm != 256
     factor = _SERIAL_FACTOR if serial else 1.0
+    if bm == 256 and k >= _SHARE_A_MIN_K:
+        factor = _PAIRED_256_FACTOR
     if np.dtype(out_dtype) == np.dtype(jnp.float32):
         factor = _F32_TILE_FACTOR.get((bm, bn), factor)
         if (bm, bn) == (128, 112):
@@ -142,10 +174,15 @@ def _tile_factor(bm: int, bn: int, k: int, out_dtype) -> float:
 _SHARE_A_MIN_K = 1024
 
 
+def _pairs_share_a(block_m: int, k: int, num_sms: int) -> bool:
+    """Whether a 256-row tile runs in CTA pairs sharing A: where that measured faster (above; the
+    wgrad 256x96 tile +1.3% at 8192^2 x 8192, RESULTS.md session 26)."""
+    return block_m == 256 and k >= _SHARE_A_MIN_K and num_sms >= 2
+
+
 def _share_a_on_256_rows(config: GemmConfig, k: int, num_sms: int) -> GemmConfig:
-    """The 256-row tiles in CTA pairs sharing A where that measured faster (above; the wgrad 256x96
-    tile +1.3% at 8192^2 x 8192, RESULTS.md session 26)."""
-    if config.block_m == 256 and k >= _SHARE_A_MIN_K and num_sms >= 2:
+    """The configuration in CTA pairs sharing A where `_pairs_share_a`."""
+    if _pairs_share_a(config.block_m, k, num_sms):
         return dataclasses.replace(config, multicast=2, multicast_a=1)
     return config
 
@@ -336,7 +373,8 @@ def pick(m: int, n: int, k: int, out_dtype, num_sms: int,
                 # 128x176 (bf16, K = 7168) beat every other tile where this model takes it: +2-9%
                 # over the earlier picks at 4096 / 8192 x 2112, 2048x7168, 1024x14336, 512x28672
                 # (H200, sessions 45-46).
-                yield bm, bn, cdiv(m, bm) * cdiv(n, bn), _tile_factor(bm, bn, k, out_dtype)
+                waves = _dense_waves(m, cdiv(m, bm) * cdiv(n, bn), bm, num_sms, _pairs_share_a(bm, k, num_sms))
+                yield bm, bn, waves, _tile_factor(bm, bn, k, out_dtype)
 
     return _share_a_on_256_rows(_cheapest(candidates(), num_sms), k, num_sms)
 
@@ -374,7 +412,7 @@ def pick_grouped(m: int, n: int, k: int, g: int, num_sms: int, *, masked: bool =
                 aligned = m % g == 0 and (m // g) % bm == 0
                 waste = 0.25 if bm == 256 else 0.5  # per group, in tiles (see above)
                 m_tiles = cdiv(m, bm) + (0 if aligned else min(g, m) * waste)
-            yield bm, bn, m_tiles * cdiv(n, bn), 1.0
+            yield bm, bn, _waves(m_tiles * cdiv(n, bn), num_sms), 1.0
 
     return _cheapest(candidates(), num_sms)
 
@@ -421,12 +459,17 @@ def pick_wgrad(m: int, n: int, t: int, num_sms: int, *, g: int = 1,
                 continue
             if m > 64 and bm == 64:
                 continue  # one math warpgroup: only for small M
+            tiles = g * cdiv(m, bm) * cdiv(n, bn)
+            if k_grouped:  # its own scheduler: no halved tail
+                waves = _waves(tiles, num_sms)
+            else:  # the dense scheduler
+                waves = _dense_waves(m, tiles, bm, num_sms, _pairs_share_a(bm, t, num_sms))
             if (bm, bn) == _SCALE_MMA_TILE:
-                yield bm, bn, g * cdiv(m, bm) * cdiv(n, bn), _SCALE_MMA_FACTOR
+                yield bm, bn, waves, _SCALE_MMA_FACTOR
                 continue
             # the serial loop with per-column scales: measured 12-20% slower per tile (session 9;
             # not re-measured since that loop is unrolled)
-            yield bm, bn, g * cdiv(m, bm) * cdiv(n, bn), 1.15 if k_grouped and bm == 64 else 1.0
+            yield bm, bn, waves, 1.15 if k_grouped and bm == 64 else 1.0
 
     config = _cheapest(candidates(), num_sms)
     if k_grouped and cdiv(n, config.block_n) % 2:

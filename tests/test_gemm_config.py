@@ -264,3 +264,30 @@ def test_pick_f32_128x112_where_it_measured_faster(m, n, k, takes_112):
     cost per tile at K >= 2048 and 1.13-1.15 at K = 512 (H200 harness, RESULTS.md, session 46)."""
     c = gc.pick(m, n, k, jnp.float32, 132)
     assert ((c.block_m, c.block_n) == (128, 112)) == takes_112, c
+
+
+def test_halved_tail_where_the_launcher_halves_it():
+    """gemm_config.halved_tail_tiles mirrors set_tile_order (cuda/gemm/fp8_gemm.cu): a 256-row
+    tile's last wave of at most half the grid, when both halves of every tile have rows and pairs
+    stay whole."""
+    assert gc.halved_tail_tiles(4096, 4096, 256, 132, False) == 4  # 4096x32768: 31 waves + 4 tiles
+    assert gc.halved_tail_tiles(4096, 3072, 256, 132, True) == 36  # 4096x24576 in pairs
+    assert gc.halved_tail_tiles(4096, 896, 256, 132, True) == 0  # 104 tiles: more than half the grid
+    assert gc.halved_tail_tiles(4096, 133, 256, 132, True) == 0  # one tile: a pair would break
+    assert gc.halved_tail_tiles(4096, 133, 256, 132, False) == 1
+    assert gc.halved_tail_tiles(4000, 133, 256, 132, False) == 1  # last M-block 160 rows: both halves
+    assert gc.halved_tail_tiles(3900, 133, 256, 132, False) == 0  # 60 rows: the second half is empty
+    assert gc.halved_tail_tiles(4096, 100, 256, 132, False) == 0  # one wave
+    assert gc.halved_tail_tiles(4096, 133, 128, 132, False) == 0  # 128-row tiles have no halves
+
+
+def test_picks_with_the_halved_tail():
+    """The wave model charges a halved last wave 0.7 of a whole one and the paired 256x128 loop 1.05
+    (H200, session 48): 256x128 where its tail halves at K = 512 and in the SPEC shapes, the
+    128-row tiles where they measured faster than 256x128 pairs."""
+    for m, n, k in ((4096, 32768, 512), (4096, 24576, 1536), (2048, 5120, 512), (4096, 7168, 16384)):
+        assert gc.pick(m, n, k, jnp.bfloat16, 132).block_m == 256, (m, n, k)
+    for m, n, k in ((512, 7168, 7168), (1024, 7168, 2048), (3072, 5120, 7168), (2048, 7168, 7168)):
+        assert gc.pick(m, n, k, jnp.bfloat16, 132).block_m == 128, (m, n, k)
+    # Dense wgrad: 256x96's tail halves at 2048x8192 (0.266 against 0.272 ms for 256x128).
+    assert gc.pick_wgrad(2048, 8192, 8192, 132).block_n == 96
