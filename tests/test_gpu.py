@@ -317,6 +317,29 @@ def test_128x176_three_scale_blocks(rng, m, n, k, multicast, multicast_a, out_dt
 WGRAD_CALC_DIFF = 1e-7
 
 
+def check_256_row_configs(rng, kind, m, n, k, configs):
+    """The 256-row forward (bf16 out) or dense wgrad (f32 out, K = tokens) kernel under each of
+    `configs` on one fresh problem: the first against the float64 reference, every element written
+    (poisoned first), and the others bit for bit the same as the first."""
+    a, a_s = fg.quantize_rowwise(randn(rng, (m, k), jnp.bfloat16))
+    if kind == "gemm":
+        b, b_s = fg.quantize_blockwise(randn(rng, (n, k), jnp.bfloat16))
+        call, out_dtype, b_blockwise = gemm_kernel_call, jnp.bfloat16, True
+    else:
+        b, b_s = fg.quantize_rowwise(randn(rng, (n, k), jnp.bfloat16))
+        call, out_dtype, b_blockwise = gemm_wgrad_kernel_call, jnp.float32, False
+    outs = []
+    for config in configs:
+        poison_allocator(m * n * 4)
+        fn = jax.jit(lambda *ops, config=config: call(*ops, config, out_dtype))
+        outs.append(np.asarray(fn(a, a_s, b, b_s).astype(jnp.float32)))
+    assert not np.isnan(outs[0]).any(), "unwritten (poisoned) or NaN outputs"
+    ref = dequant64(a, a_s, False) @ dequant64(b, b_s, b_blockwise).T
+    assert calc_diff(outs[0], ref) <= (1e-5 if kind == "gemm" else WGRAD_CALC_DIFF)
+    for other in outs[1:]:
+        np.testing.assert_array_equal(other.view(np.uint32), outs[0].view(np.uint32))
+
+
 @pytest.mark.parametrize("kind", ["gemm", "wgrad", "wgrad 256x96"])
 @pytest.mark.parametrize("m,n,k", [(1000, 2112, 1552), (4095, 7040, 2048), (257, 1000, 7168)])
 def test_256_row_tile_pairs_sharing_a(rng, kind, m, n, k):
@@ -325,25 +348,10 @@ def test_256_row_tile_pairs_sharing_a(rng, kind, m, n, k):
     products on the tensor cores): odd N-block counts (17, 55: the last band splits off a tile
     without a peer), partial M-blocks, K not a multiple of 128. Multicast only changes who loads A,
     so the result must be bit for bit the unpaired kernel's, and match the float64 reference."""
-    a, a_s = fg.quantize_rowwise(randn(rng, (m, k), jnp.bfloat16))
-    if kind == "gemm":
-        b, b_s = fg.quantize_blockwise(randn(rng, (n, k), jnp.bfloat16))
-        call, out_dtype, b_blockwise = gemm_kernel_call, jnp.bfloat16, True
-    else:
-        b, b_s = fg.quantize_rowwise(randn(rng, (n, k), jnp.bfloat16))
-        call, out_dtype, b_blockwise = gemm_wgrad_kernel_call, jnp.float32, False
     block_n = 96 if kind == "wgrad 256x96" else 128
-    base = gemm_config.GemmConfig(256, block_n, 0, _kernels.num_sms(), 1)
     paired = gemm_config.GemmConfig(256, block_n, 0, _kernels.num_sms(), 2, multicast_a=1)
-    outs = []
-    for config in (paired, base):
-        poison_allocator(m * n * 4)
-        fn = jax.jit(lambda *ops, config=config: call(*ops, config, out_dtype))
-        outs.append(np.asarray(fn(a, a_s, b, b_s).astype(jnp.float32)))
-    assert not np.isnan(outs[0]).any(), "unwritten (poisoned) or NaN outputs"
-    ref = dequant64(a, a_s, False) @ dequant64(b, b_s, b_blockwise).T
-    assert calc_diff(outs[0], ref) <= (1e-5 if kind == "gemm" else WGRAD_CALC_DIFF)
-    np.testing.assert_array_equal(outs[0].view(np.uint32), outs[1].view(np.uint32))
+    base = gemm_config.GemmConfig(256, block_n, 0, _kernels.num_sms(), 1)
+    check_256_row_configs(rng, kind, m, n, k, (paired, base))
 
 
 @pytest.mark.parametrize("kind,k", [("gemm", 1552), ("gemm", 400), ("wgrad", 1552), ("wgrad 256x96", 1552)])
@@ -360,23 +368,8 @@ def test_256_row_tile_halved_tail(rng, kind, k, m, multicast, multicast_a):
     tiles = cdiv(m, 256) * cdiv(n, block_n)
     assert gemm_config.halved_tail_tiles(m, tiles, 256, 12, multicast == 2) == 4
     assert tiles <= _kernels.num_sms(), "the whole-tile run needs one wave"
-    a, a_s = fg.quantize_rowwise(randn(rng, (m, k), jnp.bfloat16))
-    if kind == "gemm":
-        b, b_s = fg.quantize_blockwise(randn(rng, (n, k), jnp.bfloat16))
-        call, out_dtype, b_blockwise = gemm_kernel_call, jnp.bfloat16, True
-    else:
-        b, b_s = fg.quantize_rowwise(randn(rng, (n, k), jnp.bfloat16))
-        call, out_dtype, b_blockwise = gemm_wgrad_kernel_call, jnp.float32, False
-    outs = []
-    for sms in (12, _kernels.num_sms()):
-        config = gemm_config.GemmConfig(256, block_n, 0, sms, multicast, multicast_a)
-        poison_allocator(m * n * 4)
-        fn = jax.jit(lambda *ops, config=config: call(*ops, config, out_dtype))
-        outs.append(np.asarray(fn(a, a_s, b, b_s).astype(jnp.float32)))
-    assert not np.isnan(outs[0]).any(), "unwritten (poisoned) or NaN outputs"
-    ref = dequant64(a, a_s, False) @ dequant64(b, b_s, b_blockwise).T
-    assert calc_diff(outs[0], ref) <= (1e-5 if kind == "gemm" else WGRAD_CALC_DIFF)
-    np.testing.assert_array_equal(outs[0].view(np.uint32), outs[1].view(np.uint32))
+    configs = [gemm_config.GemmConfig(256, block_n, 0, sms, multicast, multicast_a) for sms in (12, _kernels.num_sms())]
+    check_256_row_configs(rng, kind, m, n, k, configs)
 
 
 @pytest.mark.parametrize("block_n,n", [(128, 1024), (96, 1152)])
