@@ -132,7 +132,8 @@ _PAIRED_256_FACTOR = 1.05
 
 def _tile_factor(bm: int, bn: int, k: int, out_dtype) -> float:
     """Relative cost of a tile's main loop in the wave model (`_cheapest`): 1.0, or what it measured
-    per tile beyond the model. Short K exposes what a tile pays once (epilogue, first loads, fetching
+    per tile beyond the model (the serial loop 1.03, 256x128 in pairs 1.05, f32 per-tile factors:
+    above). Short K exposes what a tile pays once (epilogue, first loads, fetching
     its loop's instructions), so some tiles also pay c / k-blocks:
     - 128x192 and 128x176 with f32 output (3 stages beside their 96 / 88 KB f32 staging): 0.4 (192:
       9% slower than 128x144 at K = 512, 3.5% slower than 128x160 at K = 1536; H100, session 16).
