@@ -174,6 +174,15 @@ def _tile_factor(bm: int, bn: int, k: int, out_dtype) -> float:
 # first they measured -5% (32x256 uneven) to +2.5% (256x1024 even), -1 to -3% at 8x4096 (H200).
 _SHARE_A_MIN_K = 1024
 
+# Short K (the forward's 256x128 short-K twin, K <= 512, whose last k-block stores wave 0's slice
+# before promoting wave 1): pairs sharing A measured 1.0-4.9% faster than unpaired tiles on all 11
+# shapes with M <= 4096 and N >= 16384 (6 of them held out when the rule was set), equal or up to
+# 2.8% slower at N <= 7168. At M = 8192 they were mixed (K = 512 1.9-2.8% slower, K = 256-384
+# 1.7-4% faster), so M > 4096 stays unpaired. (H200, harness, RESULTS.md session 49.)
+_SHORT_K_TWIN_MAX_K = 512
+_SHORT_K_SHARE_A_MIN_N = 16384
+_SHORT_K_SHARE_A_MAX_M = 4096
+
 
 def _pairs_share_a(block_m: int, k: int, num_sms: int) -> bool:
     """Whether a 256-row tile runs in CTA pairs sharing A: where that measured faster (above; the
@@ -181,9 +190,17 @@ def _pairs_share_a(block_m: int, k: int, num_sms: int) -> bool:
     return block_m == 256 and k >= _SHARE_A_MIN_K and num_sms >= 2
 
 
-def _share_a_on_256_rows(config: GemmConfig, k: int, num_sms: int) -> GemmConfig:
-    """The configuration in CTA pairs sharing A where `_pairs_share_a`."""
-    if _pairs_share_a(config.block_m, k, num_sms):
+def _forward_pairs_share_a(block_m: int, m: int, n: int, k: int, num_sms: int) -> bool:
+    """`_pairs_share_a` for the forward GEMM, whose short-K twin also pairs up on wide, short
+    shapes (above)."""
+    short_k_pairs = (block_m == 256 and num_sms >= 2 and k <= _SHORT_K_TWIN_MAX_K
+                     and n >= _SHORT_K_SHARE_A_MIN_N and m <= _SHORT_K_SHARE_A_MAX_M)
+    return short_k_pairs or _pairs_share_a(block_m, k, num_sms)
+
+
+def _share_a_on_256_rows(config: GemmConfig, share_a: bool) -> GemmConfig:
+    """The configuration in CTA pairs sharing A where `share_a` (a 256-row tile's pairing rule)."""
+    if share_a and config.block_m == 256:
         return dataclasses.replace(config, multicast=2, multicast_a=1)
     return config
 
@@ -374,10 +391,12 @@ def pick(m: int, n: int, k: int, out_dtype, num_sms: int,
                 # 128x176 (bf16, K = 7168) beat every other tile where this model takes it: +2-9%
                 # over the earlier picks at 4096 / 8192 x 2112, 2048x7168, 1024x14336, 512x28672
                 # (H200, sessions 45-46).
-                waves = _dense_waves(m, cdiv(m, bm) * cdiv(n, bn), bm, num_sms, _pairs_share_a(bm, k, num_sms))
+                paired = _forward_pairs_share_a(bm, m, n, k, num_sms)
+                waves = _dense_waves(m, cdiv(m, bm) * cdiv(n, bn), bm, num_sms, paired)
                 yield bm, bn, waves, _tile_factor(bm, bn, k, out_dtype)
 
-    return _share_a_on_256_rows(_cheapest(candidates(), num_sms), k, num_sms)
+    config = _cheapest(candidates(), num_sms)
+    return _share_a_on_256_rows(config, _forward_pairs_share_a(config.block_m, m, n, k, num_sms))
 
 
 # (block_m, block_n) pairs compiled for the grouped kernels: kCompiledGroupedTiles in
@@ -475,4 +494,4 @@ def pick_wgrad(m: int, n: int, t: int, num_sms: int, *, g: int = 1,
     config = _cheapest(candidates(), num_sms)
     if k_grouped and cdiv(n, config.block_n) % 2:
         return config  # k-grouped pairs share A on pairs of N-blocks of one group
-    return _share_a_on_256_rows(config, t, num_sms)
+    return _share_a_on_256_rows(config, _pairs_share_a(config.block_m, t, num_sms))

@@ -954,6 +954,8 @@ __global__ void __launch_bounds__(GemmTraits<BLOCK_M, BLOCK_N, Epilogue, kPerRow
       const bool active1 = kNumWaves > 1 && tile.row_start + 128 + wg * 64 < tile.row_end;
 
       bool deferred = false;
+      // Set where the k-loop stored wave 0's slice itself (the short-K twin's last k-block).
+      bool first_slice_stored = false;
       if constexpr (Traits::kDeferredPromotion) deferred = args.deferred_promotion != 0;
       if (kTileKRange && tile_k_blocks <= 0) {
         // Empty k-range (an empty group of the k-grouped GEMM): no stage is consumed, the
@@ -1066,7 +1068,7 @@ __global__ void __launch_bounds__(GemmTraits<BLOCK_M, BLOCK_N, Epilogue, kPerRow
           // Not in the k-grouped wgrad kernels (per-tile k-ranges): there the peeled copy made ptxas spill.
           constexpr bool kPeelFirst = !kTileKRange;
           if (!kPeelFirst || kWaves < kNumWaves) zero_outputs(/*first=*/!kPeelFirst);  // one-wave tiles: out1 unused
-          auto k_block = [&](int kb, auto first_c) {
+          auto k_block_at = [&](int kb, auto first_c, auto last_c) {
             float sfb, sfb_wide;
             tile_sfb(kb, sfb, sfb_wide, kWide);
             ptx::mbar_wait(&full_bar[stage], phase);
@@ -1080,13 +1082,25 @@ __global__ void __launch_bounds__(GemmTraits<BLOCK_M, BLOCK_N, Epilogue, kPerRow
                 issue(acc, stage, 0, kWideBOffset);
               else
                 issue(acc, stage, wave * (128 * kBlockK / 16));
+              // The short-K twin's last k-block: wave 0's slice goes out once wave 1's wgmmas are done
+              // and the stage is released (see the straight-line copies below).
+              auto store_first_slice = [&] {
+                if constexpr (decltype(last_c)::value) {
+                  if (wave == 1) {
+                    Epilogue::store(out, smem_d, &tmap_d, tile, wg, /*slice=*/wg, tid_in_wg, epi_params);
+                    first_slice_stored = true;
+                  }
+                }
+              };
               ptx::wgmma_wait<0>();
               ptx::fence_operands(acc);
               if constexpr (kPerRowScaleB) {
                 if (wave == kWaves - 1) fence_and_release(stage);
+                store_first_slice();
                 promote_per_column(wave == 0 ? out : out1, acc, sfa0, sfa1, stage, phase, decltype(first_c)::value);
               } else {
                 if (wave == kWaves - 1) release(stage);
+                store_first_slice();
                 const float b = (kWide && wave == 1) ? sfb_wide : sfb;
                 detail::promote<kNumAcc / 4, decltype(first_c)::value>(wave == 0 ? out : out1, acc, sfa0 * b,
                                                                        sfa1 * b, 0.f, 0.f);
@@ -1094,16 +1108,27 @@ __global__ void __launch_bounds__(GemmTraits<BLOCK_M, BLOCK_N, Epilogue, kPerRow
             }
             advance(stage, phase);
           };
+          auto k_block = [&](int kb, auto first_c) { k_block_at(kb, first_c, std::false_type{}); };
           // Short-K kernels (at most kMaxTileKBlocks k-blocks per tile, K <= 512): one straight-line
           // copy per k-block count. Without the loop's back edge, ptxas issues each k-block's
           // barrier wait among the previous promotion's FFMAs (DeepGEMM compiles K in); the loop
           // below stays as the catch-all.
+          // Their last k-block stores wave 0's slice before promoting wave 1, so that the store
+          // overlaps the other warpgroup's wgmmas: +0-5% at K = 256-512, never slower; storing
+          // it while this warpgroup's own wave-1 wgmmas run (before the release) lost up to 3%.
+          // In the loop's last k-block it gained nothing (-0.4..+0.6% at K = 1024-16384). H200,
+          // harness, RESULTS.md session 49.
           if constexpr (kMaxTileKBlocks > 0 && kPeelFirst && kWaves == 2 && !kWide) {
             const bool straight = detail::dispatch_value<1, 1, kMaxTileKBlocks>(tile_k_blocks, [&](auto count_c) {
               constexpr int kCount = decltype(count_c)::value;
-              k_block(0, std::true_type{});
+              if constexpr (kCount == 1) {
+                k_block_at(0, std::true_type{}, std::true_type{});
+              } else {
+                k_block(0, std::true_type{});
 #pragma unroll
-              for (int kb = 1; kb < kCount; ++kb) k_block(kb, std::false_type{});
+                for (int kb = 1; kb < kCount - 1; ++kb) k_block(kb, std::false_type{});
+                k_block_at(kCount - 1, std::false_type{}, std::true_type{});
+              }
             });
             if (straight) return;
           }
@@ -1301,7 +1326,7 @@ __global__ void __launch_bounds__(GemmTraits<BLOCK_M, BLOCK_N, Epilogue, kPerRow
         TileInfo target = tile;
         if (wg == 1) target.row_start -= 64, target.col_start += BLOCK_N;
         Epilogue::store(out, smem_d, &tmap_d, target, wg, /*slice=*/wg, tid_in_wg, epi_params);
-      } else if (active) {
+      } else if (active && !first_slice_stored) {
         Epilogue::store(out, smem_d, &tmap_d, tile, wg, /*slice=*/wg, tid_in_wg, epi_params);
       }
       FP8GEMM_TIMELINE_MARK(timeline_thread, wg, timeline_tile, 5);
