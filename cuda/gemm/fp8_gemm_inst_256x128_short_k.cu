@@ -1,5 +1,5 @@
-// Explicit instantiation of the short-K twins of the 256x128 kernels (K <= 512: straight-line
-// k-loop; FP8GEMM_SHORT_K_TILES), bf16 output.
+// Explicit instantiation of the short-K twins of the 256x128 kernels (K <= 512 and K <= 1024:
+// straight-line k-loops; FP8GEMM_SHORT_K_TILES), bf16 output.
 #include "gemm/fp8_gemm_kernel.cuh"
 
 FP8GEMM_SHORT_K_TILES(FP8GEMM_INSTANTIATE_SHORT_K_TILE)

@@ -1109,12 +1109,13 @@ __global__ void __launch_bounds__(GemmTraits<BLOCK_M, BLOCK_N, Epilogue, kPerRow
             advance(stage, phase);
           };
           auto k_block = [&](int kb, auto first_c) { k_block_at(kb, first_c, std::false_type{}); };
-          // Short-K kernels (at most kMaxTileKBlocks k-blocks per tile, K <= 512): one straight-line
+          // Short-K kernels (at most kMaxTileKBlocks k-blocks per tile, K <= 512 or 1024): one straight-line
           // copy per k-block count. Without the loop's back edge, ptxas issues each k-block's
           // barrier wait among the previous promotion's FFMAs (DeepGEMM compiles K in); the loop
           // below stays as the catch-all.
           // Their last k-block stores wave 0's slice before promoting wave 1, so that the store
-          // overlaps the other warpgroup's wgmmas: +0-5% at K = 256-512, never slower; storing
+          // overlaps the other warpgroup's wgmmas: +0-5% at K = 256-512, never slower, and with
+          // the second twin +1-3% at K = 640-1024 over the loop kernel; storing
           // it while this warpgroup's own wave-1 wgmmas run (before the release) lost up to 3%.
           // In the loop's last k-block it gained nothing (-0.4..+0.6% at K = 1024-16384). H200,
           // harness, RESULTS.md session 49.
@@ -1371,8 +1372,10 @@ __global__ void __launch_bounds__(GemmTraits<BLOCK_M, BLOCK_N, Epilogue, kPerRow
 // Short-K twins of compiled tiles, X(BM, BN, max k-blocks): kernels whose tiles have at most that
 // many k-blocks (DenseScheduler's kMaxKBlocks), launched instead of the tile's kernel when K fits;
 // bf16 output only (the 256-row tiles are offered for bf16 only: offered() in fp8_gemm.cu).
-// 256x128, K <= 512: the two-wave loop's back edge costs 2% there (benchmarks/RESULTS.md, session 44).
-#define FP8GEMM_SHORT_K_TILES(X) X(256, 128, 4)
+// 256x128, K <= 512: the two-wave loop's back edge costs 2% there (benchmarks/RESULTS.md, session 44);
+// K = 640..1024: with the early store of the last k-block, +1-3% over the loop kernel (session 49).
+// find_entry takes the first twin that fits: a tile runs the copy of its own k-block count only.
+#define FP8GEMM_SHORT_K_TILES(X) X(256, 128, 4) X(256, 128, 8)
 
 namespace detail {
 
