@@ -175,11 +175,11 @@ def _tile_factor(bm: int, bn: int, k: int, out_dtype) -> float:
 _SHARE_A_MIN_K = 1024
 
 # Short K (the forward's 256x128 short-K twin for K <= 512, whose last k-block stores wave 0's
-# slice before promoting wave 1): pairs sharing A measured 1.0-4.9% faster than unpaired tiles on all 11
-# shapes with M <= 4096 and N >= 16384 (6 of them held out when the rule was set), equal or up to
-# 2.8% slower at N <= 7168. At M = 8192 they were mixed (K = 512 1.9-2.8% slower, K = 256-384
-# 1.7-4% faster), so M > 4096 stays unpaired. Not measured at K = 640-1024 (the second twin): unpaired
-# there. (H200, harness, RESULTS.md session 49.)
+# slice before promoting wave 1): pairs sharing A measured 1.0-4.9% faster than unpaired tiles on
+# all 11 shapes with M <= 4096 and N >= 16384 (6 of them held out when the rule was set), equal or
+# up to 2.8% slower at N <= 7168. At M = 8192 they were mixed (K = 512 1.9-2.8% slower, K = 256-384
+# 1.7-4% faster), so M > 4096 stays unpaired. Not measured at K = 640-1000 (the second twin):
+# unpaired there. (H200, harness, RESULTS.md session 49.)
 _SHORT_K_SHARE_A_MAX_K = 512
 _SHORT_K_SHARE_A_MIN_N = 16384
 _SHORT_K_SHARE_A_MAX_M = 4096
