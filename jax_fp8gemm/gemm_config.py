@@ -200,8 +200,9 @@ def _forward_pairs_share_a(block_m: int, m: int, n: int, k: int, num_sms: int) -
 
 
 def _share_a_on_256_rows(config: GemmConfig, share_a: bool) -> GemmConfig:
-    """The configuration in CTA pairs sharing A where `share_a` (a 256-row tile's pairing rule)."""
-    if share_a and config.block_m == 256:
+    """The configuration in CTA pairs sharing A where `share_a` (a 256-row tile's pairing rule,
+    false for other tiles)."""
+    if share_a:
         return dataclasses.replace(config, multicast=2, multicast_a=1)
     return config
 

@@ -292,9 +292,9 @@ def test_gemm_split_k_kernel(rng, m, n, k, block_m, block_n, k_splits, out_dtype
 def test_256x128_short_k(rng, k, multicast, multicast_a):
     """The 256x128 tile's short-K twins (K <= 512: 1 to 4 k-blocks; K <= 1024: 5 to 8; straight-line
     k-loops whose last k-block stores wave 0's slice itself; launched instead of the loop kernel
-    when K fits): two full
-    two-wave tiles and a one-wave one per N-block (M = 600 = 256 + 256 + 88), a partial last
-    N-block (N = 1160), K not a multiple of 128. bf16 output: the 256-row tiles serve bf16 only."""
+    when K fits): two full two-wave tiles and a one-wave one per N-block (M = 600 = 256 + 256 + 88),
+    a partial last N-block (N = 1160), K not a multiple of 128. bf16 output: the 256-row tiles
+    serve bf16 only."""
     config = gemm_config.GemmConfig(256, 128, 0, _kernels.num_sms(), multicast, multicast_a)
     check_dense_config(rng, 600, 1160, k, config, jnp.bfloat16)
 

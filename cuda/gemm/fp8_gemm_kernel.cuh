@@ -1115,10 +1115,10 @@ __global__ void __launch_bounds__(GemmTraits<BLOCK_M, BLOCK_N, Epilogue, kPerRow
           // below stays as the catch-all.
           // Their last k-block stores wave 0's slice before promoting wave 1, so that the store
           // overlaps the other warpgroup's wgmmas: +0-5% at K = 256-512, never slower, and with
-          // the second twin +1-3% at K = 640-1024 over the loop kernel; storing
-          // it while this warpgroup's own wave-1 wgmmas run (before the release) lost up to 3%.
-          // In the loop's last k-block it gained nothing (-0.4..+0.6% at K = 1024-16384). H200,
-          // harness, RESULTS.md session 49.
+          // the second twin +1-3% at K = 640-1024 over the loop kernel. Storing it while this
+          // warpgroup's own wave-1 wgmmas run (before the release) lost up to 3%; in the loop's
+          // last k-block it gained nothing (-0.4..+0.6% at K = 1024-16384). H200, harness,
+          // RESULTS.md session 49.
           if constexpr (kMaxTileKBlocks > 0 && kPeelFirst && kWaves == 2 && !kWide) {
             const bool straight = detail::dispatch_value<1, 1, kMaxTileKBlocks>(tile_k_blocks, [&](auto count_c) {
               constexpr int kCount = decltype(count_c)::value;
