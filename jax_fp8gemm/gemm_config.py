@@ -174,15 +174,16 @@ def _tile_factor(bm: int, bn: int, k: int, out_dtype) -> float:
 # first they measured -5% (32x256 uneven) to +2.5% (256x1024 even), -1 to -3% at 8x4096 (H200).
 _SHARE_A_MIN_K = 1024
 
-# Short K (the forward's 256x128 short-K twin for K <= 512, whose last k-block stores wave 0's
-# slice before promoting wave 1): pairs sharing A measured 1.0-4.9% faster than unpaired tiles on
-# all 11 shapes with M <= 4096 and N >= 16384 (6 of them held out when the rule was set), equal or
-# up to 2.8% slower at N <= 7168. At M = 8192 they were mixed (K = 512 1.9-2.8% slower, K = 256-384
-# 1.7-4% faster), so M > 4096 stays unpaired. Not measured at K = 640-1000 (the second twin):
-# unpaired there. (H200, harness, RESULTS.md session 49.)
-_SHORT_K_SHARE_A_MAX_K = 512
+# Short K (the forward's 256x128 short-K twins for K <= 512 and K <= 1024, whose last k-block stores
+# wave 0's slice before promoting wave 1): pairs sharing A measured faster than unpaired tiles where
+# N is wide. K <= 512: 1.0-4.9% on all 11 shapes with M <= 4096 and N >= 16384 (6 held out when the
+# rule was set), equal or up to 2.8% slower at N <= 7168; at M = 8192 mixed (K = 512 1.9-2.8%
+# slower, K = 256-384 1.7-4% faster), so there M > 4096 stays unpaired (session 49). K = 640-896:
+# 0.2-4.5% faster on all 12 shapes with N >= 16384, M = 2048-8192; -0.3..+0.8% at N = 7168, 1-2%
+# slower at N = 4096 (session 50). K >= 1024 pairs by the rule above. (H200, harness, RESULTS.md.)
 _SHORT_K_SHARE_A_MIN_N = 16384
-_SHORT_K_SHARE_A_MAX_M = 4096
+_SHORT_K_SHARE_A_MAX_M = 4096  # where K <= _FIRST_TWIN_MAX_K
+_FIRST_TWIN_MAX_K = 512
 
 
 def _pairs_share_a(block_m: int, k: int, num_sms: int) -> bool:
@@ -192,10 +193,10 @@ def _pairs_share_a(block_m: int, k: int, num_sms: int) -> bool:
 
 
 def _forward_pairs_share_a(block_m: int, m: int, n: int, k: int, num_sms: int) -> bool:
-    """`_pairs_share_a` for the forward GEMM, whose short-K twin also pairs up on wide, short
-    shapes (above)."""
-    short_k_pairs = (block_m == 256 and num_sms >= 2 and k <= _SHORT_K_SHARE_A_MAX_K
-                     and n >= _SHORT_K_SHARE_A_MIN_N and m <= _SHORT_K_SHARE_A_MAX_M)
+    """`_pairs_share_a` for the forward GEMM, whose short-K twins also pair up on wide shapes
+    (above)."""
+    short_k_pairs = (block_m == 256 and num_sms >= 2 and n >= _SHORT_K_SHARE_A_MIN_N
+                     and (m <= _SHORT_K_SHARE_A_MAX_M or k > _FIRST_TWIN_MAX_K))
     return short_k_pairs or _pairs_share_a(block_m, k, num_sms)
 
 
