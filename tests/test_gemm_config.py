@@ -187,7 +187,7 @@ def test_large_shapes_take_the_256_row_tiles():
 def test_pairs_share_a_only_where_it_measured_faster():
     """A multicast over CTA pairs: +0.7-2% on the 256x128 tile from K = 2048 up, -0.3% at K = 512
     (RESULTS.md, session 19); a pair needs two SMs. The short-K twins pair up where N is wide: at
-    K <= 512 where M is at most 4096 (+1.0-4.9%, session 49), at K = 640-896 for any M (+0.2-4.5%,
+    K <= 512 where M is at most 4096 (+1.0-4.9%, session 49), at K = 640-896 for any M (+0.2-4.8%,
     session 50); not at smaller N, nor at K <= 512 with larger M."""
     for m, n, k, paired in ((4096, 32768, 16384, True), (4096, 32768, 2048, True), (4096, 32768, 1024, True),
                             (4096, 32768, 768, True), (8192, 32768, 640, True), (2048, 18432, 640, True),
