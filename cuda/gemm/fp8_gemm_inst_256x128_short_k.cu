@@ -1,4 +1,4 @@
-// Explicit instantiation of the short-K twins of the 256x128 kernels (K <= 512 and K <= 1024:
+// Explicit instantiation of the short-K twins of the 256x128 kernels (K <= 512, 1024 and 1536:
 // straight-line k-loops; FP8GEMM_SHORT_K_TILES), bf16 output.
 #include "gemm/fp8_gemm_kernel.cuh"
 

@@ -400,6 +400,11 @@ struct MaxTileKBlocks : std::integral_constant<int, 0> {};
 template <class Scheduler>
 struct MaxTileKBlocks<Scheduler, std::void_t<decltype(Scheduler::kMaxKBlocks)>>
     : std::integral_constant<int, Scheduler::kMaxKBlocks> {};
+// The k-block counts each short-K twin compiles: the kShortKTwinSpan up to its kMaxKBlocks (1-4,
+// 5-8, 9-12). The launcher takes the first twin that fits, so smaller counts run on an earlier
+// twin; compiling every count from 1 made the twins' object 15x larger (7.7 MB) and gave ptxas a
+// 1.2 KB stack frame in the third twin.
+constexpr int kShortKTwinSpan = 4;
 // Whether the scheduler's tiles have k-blocks that two groups share (k-grouped wgrad): a third
 // barrier per stage and the producer warpgroup's masking warps.
 template <class Scheduler, class = void>
@@ -479,6 +484,7 @@ __global__ void __launch_bounds__(GemmTraits<BLOCK_M, BLOCK_N, Epilogue, kPerRow
 #if defined(__CUDA_ARCH__) && (__CUDA_ARCH__ >= 900) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
   constexpr bool kTileKRange = detail::HasTileKRange<Scheduler>::value;
   constexpr int kMaxTileKBlocks = detail::MaxTileKBlocks<Scheduler>::value;
+  static_assert(kMaxTileKBlocks % detail::kShortKTwinSpan == 0, "a short-K twin covers whole spans");
   constexpr bool kMaskShared = detail::MasksSharedBlocks<Scheduler>::value;
   using Traits = GemmTraits<BLOCK_M, BLOCK_N, Epilogue, kPerRowScaleB, kMaskShared>;
   // Split-K over a cluster (args.k_splits > 1): the dense decode tiles, 64 or 128 x 32 or 64
@@ -1109,18 +1115,19 @@ __global__ void __launch_bounds__(GemmTraits<BLOCK_M, BLOCK_N, Epilogue, kPerRow
             advance(stage, phase);
           };
           auto k_block = [&](int kb, auto first_c) { k_block_at(kb, first_c, std::false_type{}); };
-          // Short-K kernels (at most kMaxTileKBlocks k-blocks per tile, K <= 512 or 1024): one straight-line
-          // copy per k-block count. Without the loop's back edge, ptxas issues each k-block's
+          // Short-K kernels (at most kMaxTileKBlocks k-blocks per tile, K <= 512, 1024 or 1536): one
+          // straight-line copy per k-block count of the twin's span. Without the loop's back edge, ptxas issues each k-block's
           // barrier wait among the previous promotion's FFMAs (DeepGEMM compiles K in); the loop
           // below stays as the catch-all.
           // Their last k-block stores wave 0's slice before promoting wave 1, so that the store
           // overlaps the other warpgroup's wgmmas: +0-5% at K = 256-512, never slower, and with
-          // the second twin +1-3% at K = 640-1024 over the loop kernel. Storing it while this
-          // warpgroup's own wave-1 wgmmas run (before the release) lost up to 3%; in the loop's
-          // last k-block it gained nothing (-0.4..+0.6% at K = 1024-16384). H200, harness,
-          // RESULTS.md session 49.
+          // the second twin +1-3% at K = 640-1024 over the loop kernel, the third +0.1-1.7% at
+          // K = 1152-1536 (sessions 49-50). Storing it while this warpgroup's own wave-1 wgmmas run
+          // (before the release) lost up to 3%; in the loop's last k-block it gained nothing
+          // (-0.4..+0.6% at K = 1024-16384). H200, harness, RESULTS.md.
           if constexpr (kMaxTileKBlocks > 0 && kPeelFirst && kWaves == 2 && !kWide) {
-            const bool straight = detail::dispatch_value<1, 1, kMaxTileKBlocks>(tile_k_blocks, [&](auto count_c) {
+            constexpr int kFirstCount = kMaxTileKBlocks - detail::kShortKTwinSpan + 1;
+            const bool straight = detail::dispatch_value<kFirstCount, 1, kMaxTileKBlocks>(tile_k_blocks, [&](auto count_c) {
               constexpr int kCount = decltype(count_c)::value;
               if constexpr (kCount == 1) {
                 k_block_at(0, std::true_type{}, std::true_type{});
@@ -1373,9 +1380,10 @@ __global__ void __launch_bounds__(GemmTraits<BLOCK_M, BLOCK_N, Epilogue, kPerRow
 // many k-blocks (DenseScheduler's kMaxKBlocks), launched instead of the tile's kernel when K fits;
 // bf16 output only (the 256-row tiles are offered for bf16 only: offered() in fp8_gemm.cu).
 // 256x128, K <= 512: the two-wave loop's back edge costs 2% there (benchmarks/RESULTS.md, session 44);
-// K = 640..1024: with the early store of the last k-block, +1-3% over the loop kernel (session 49).
-// find_entry takes the first twin that fits: a tile runs the copy of its own k-block count only.
-#define FP8GEMM_SHORT_K_TILES(X) X(256, 128, 4) X(256, 128, 8)
+// K = 640..1024: with the early store of the last k-block, +1-3% over the loop kernel (session 49);
+// K = 1040..1536: +0.1-1.7% (4096x24576x1536 +1.0%; session 50). find_entry takes the first twin
+// that fits: a tile runs the copy of its own k-block count only (kShortKTwinSpan).
+#define FP8GEMM_SHORT_K_TILES(X) X(256, 128, 4) X(256, 128, 8) X(256, 128, 12)
 
 namespace detail {
 
