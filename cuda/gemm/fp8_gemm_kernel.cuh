@@ -1116,9 +1116,9 @@ __global__ void __launch_bounds__(GemmTraits<BLOCK_M, BLOCK_N, Epilogue, kPerRow
           };
           auto k_block = [&](int kb, auto first_c) { k_block_at(kb, first_c, std::false_type{}); };
           // Short-K kernels (at most kMaxTileKBlocks k-blocks per tile, K <= 512, 1024 or 1536): one
-          // straight-line copy per k-block count of the twin's span. Without the loop's back edge, ptxas issues each k-block's
-          // barrier wait among the previous promotion's FFMAs (DeepGEMM compiles K in); the loop
-          // below stays as the catch-all.
+          // straight-line copy per k-block count of the twin's span. Without the loop's back edge,
+          // ptxas issues each k-block's barrier wait among the previous promotion's FFMAs (DeepGEMM
+          // compiles K in); the loop below stays as the catch-all.
           // Their last k-block stores wave 0's slice before promoting wave 1, so that the store
           // overlaps the other warpgroup's wgmmas: +0-5% at K = 256-512, never slower, and with
           // the second twin +1-3% at K = 640-1024 over the loop kernel, the third +0.1-1.7% at
