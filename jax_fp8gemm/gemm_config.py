@@ -178,9 +178,9 @@ _SHARE_A_MIN_K = 1024
 # stores wave 0's slice before promoting wave 1): pairs sharing A measured faster than unpaired
 # tiles where N is wide. K <= 512: 1.0-4.9% on all 11 shapes with M <= 4096 and N >= 16384 (6 held
 # out when the rule was set), equal or up to 2.8% slower at N <= 7168; at M = 8192 mixed (K = 512
-# 1.9-2.8% slower, K = 256-384 1.7-4% faster), so there M > 4096 stays unpaired (session 49). K =
-# 640-896: 0.2-4.8% faster on all 10 shapes with N >= 16384, M = 2048-8192; -0.3..+0.8% at N = 7168,
-# 0.2-2.2% slower at N = 4096 (session 50). K >= 1024 pairs by the rule above. (H200, harness,
+# 1.9-2.8% slower, K = 256-384 1.7-4% faster), so there M > 4096 stays unpaired (session 49).
+# K = 640-896: 0.2-4.8% faster on all 10 shapes with N >= 16384, M = 2048-8192; -0.3..+0.8% at
+# N = 7168, 0.2-2.2% slower at N = 4096 (session 50). K >= 1024 pairs by the rule above. (H200, harness,
 # RESULTS.md.)
 _SHORT_K_SHARE_A_MIN_N = 16384
 _SHORT_K_SHARE_A_MAX_M = 4096  # where K <= _FIRST_TWIN_MAX_K

@@ -400,11 +400,6 @@ struct MaxTileKBlocks : std::integral_constant<int, 0> {};
 template <class Scheduler>
 struct MaxTileKBlocks<Scheduler, std::void_t<decltype(Scheduler::kMaxKBlocks)>>
     : std::integral_constant<int, Scheduler::kMaxKBlocks> {};
-// The k-block counts each short-K twin compiles: the kShortKTwinSpan up to its kMaxKBlocks (1-4,
-// 5-8, 9-12). The launcher takes the first twin that fits, so smaller counts run on an earlier
-// twin; compiling every count from 1 made the twins' object 15x larger (7.7 MB) and gave ptxas a
-// 1.2 KB stack frame in the third twin.
-constexpr int kShortKTwinSpan = 4;
 // Whether the scheduler's tiles have k-blocks that two groups share (k-grouped wgrad): a third
 // barrier per stage and the producer warpgroup's masking warps.
 template <class Scheduler, class = void>
@@ -484,7 +479,6 @@ __global__ void __launch_bounds__(GemmTraits<BLOCK_M, BLOCK_N, Epilogue, kPerRow
 #if defined(__CUDA_ARCH__) && (__CUDA_ARCH__ >= 900) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
   constexpr bool kTileKRange = detail::HasTileKRange<Scheduler>::value;
   constexpr int kMaxTileKBlocks = detail::MaxTileKBlocks<Scheduler>::value;
-  static_assert(kMaxTileKBlocks % detail::kShortKTwinSpan == 0, "a short-K twin covers whole spans");
   constexpr bool kMaskShared = detail::MasksSharedBlocks<Scheduler>::value;
   using Traits = GemmTraits<BLOCK_M, BLOCK_N, Epilogue, kPerRowScaleB, kMaskShared>;
   // Split-K over a cluster (args.k_splits > 1): the dense decode tiles, 64 or 128 x 32 or 64
@@ -1126,7 +1120,7 @@ __global__ void __launch_bounds__(GemmTraits<BLOCK_M, BLOCK_N, Epilogue, kPerRow
           // (before the release) lost up to 3%; in the loop's last k-block it gained nothing
           // (-0.4..+0.6% at K = 1024-16384). H200, harness, RESULTS.md.
           if constexpr (kMaxTileKBlocks > 0 && kPeelFirst && kWaves == 2 && !kWide) {
-            constexpr int kFirstCount = kMaxTileKBlocks - detail::kShortKTwinSpan + 1;
+            constexpr int kFirstCount = kMaxTileKBlocks - kShortKTwinSpan + 1;
             const bool straight = detail::dispatch_value<kFirstCount, 1, kMaxTileKBlocks>(tile_k_blocks, [&](auto count_c) {
               constexpr int kCount = decltype(count_c)::value;
               if constexpr (kCount == 1) {

@@ -295,7 +295,11 @@ struct DenseSchedulerParams {
 };
 
 // Short K (kMaxKBlocksArg > 0): the launcher picks this scheduler only when num_k_blocks is at most
-// kMaxKBlocks; the kernel then compiles its k-loop as straight-line code per k-block count.
+// kMaxKBlocks; the kernel then compiles its k-loop as straight-line code per k-block count, for
+// the kShortKTwinSpan counts up to kMaxKBlocks (1-4, 5-8, 9-12). The launcher takes the first twin
+// that fits, so smaller counts run on an earlier twin; compiling every count from 1 made the twins'
+// object 15x larger (7.7 MB) and gave ptxas a 1.2 KB stack frame in the third twin (session 50).
+constexpr int kShortKTwinSpan = 4;
 template <int BLOCK_M, int BLOCK_N, int kMaxKBlocksArg = 0>
 struct DenseScheduler {
   using Params = DenseSchedulerParams;  // not templated: one host-side launch signature for all tiles
@@ -306,6 +310,7 @@ struct DenseScheduler {
   // Every tile has at most this many k-blocks (0: no bound known at compile time).
   static constexpr int kMaxKBlocks = kMaxKBlocksArg;
   static_assert(kMaxKBlocks == 0 || !kTileKRange, "short-K kernels run all of K per tile");
+  static_assert(kMaxKBlocks % kShortKTwinSpan == 0, "a short-K twin covers whole spans of k-block counts");
 
   int num_m_blocks, num_n_blocks, num_tiles;
   int num_indices;            // tile indices the feed may give: num_tiles, times k_splits with split-K
