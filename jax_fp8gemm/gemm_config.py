@@ -128,32 +128,47 @@ _SERIAL_FACTOR = 1.03
 # 2112-18432), 3 within 0.5%, and 2 slower: 1024x11008x1536 2.4%, 512x28672x1536 1.6%. H200,
 # harness, RESULTS.md session 48.
 _PAIRED_256_FACTOR = 1.05
+# ... plus this much over the waves its CTAs run: with few tiles per CTA its fixed costs show
+# (relative to the 128-row tiles: 1.05-1.06 from ~6 waves, 1.07-1.11 at 2-4, 1.10-1.14 at one;
+# 100 shapes, K = 1024-16384, H200, harness, session 51). Fitted alone those points ask ~0.07; with
+# the short-K charges below the best fit over all points was 0.035.
+_PAIRED_256_PER_WAVES = 0.035
+# bf16 output, short K: per-tile costs that a short main loop exposes, as c / k-blocks.
+# - 128x176: 0.4. Against the earlier picks (H200, harness, session 46, its loop unrolled twice):
+#   1.03-1.17x at K = 512 (0.99x at 512x11008), 0.93-0.99x at K = 2048, 0.90-0.96x at K = 7168.
+# - 128x112, 128x144, 128x160: 0.25. Per unit of the model, against 128x128, 128x112 ran 1.03-1.07 at
+#   K = 1024-2048 where the model charged 1.0 (session 50, 36 shapes). These charges and
+#   _PAIRED_256_PER_WAVES were fitted on 641 harness timings (sessions 50-51: 225 shapes, M
+#   256-6144, K 512-16384); then, on a held-out grid of 1248 shapes (M 288-4608, N 2816-30720,
+#   K 832-4608), the 76 picks they change ran 1.2% faster on average (median 0.7%; 47 faster, 21
+#   slower; -5.5% .. +9.2%). The losses left are mostly 256x128 picks at M < 1024. The package
+#   agrees (flushed): 1088x9728x1664 +8.0%, 1664x9728x832 +9.1%, 1152x10240x896 +6.3%,
+#   416x15360x1664 -4.6%. SPEC's shapes keep their picks. (H200, RESULTS.md session 51.)
+_BF16_SHORT_K_CHARGE = {(128, 112): 0.25, (128, 144): 0.25, (128, 160): 0.25, (128, 176): 0.4}
 
 
-def _tile_factor(bm: int, bn: int, k: int, out_dtype) -> float:
-    """Relative cost of a tile's main loop in the wave model (`_cheapest`): 1.0, or what it measured
-    per tile beyond the model (the serial loop 1.03, 256x128 in pairs 1.05, f32 per-tile factors:
-    above). Short K exposes what a tile pays once (epilogue, first loads, fetching
-    its loop's instructions), so some tiles also pay c / k-blocks:
-    - 128x192 and 128x176 with f32 output (3 stages beside their 96 / 88 KB f32 staging): 0.4 (192:
-      9% slower than 128x144 at K = 512, 3.5% slower than 128x160 at K = 1536; H100, session 16).
-    - 128x112 with f32 output: 0.6 (1.13-1.15x the model at K = 512, 0.92-0.96x at K = 2048; session 46).
-    - 128x176 with bf16 output: 0.4. Against the earlier picks (H200, harness, session 46, its loop
-      unrolled twice): 1.03-1.17x at K = 512 (0.99x at 512x11008), 0.93-0.99x at K = 2048, 0.90-0.96x
-      at K = 7168."""
+def _tile_factor(bm: int, bn: int, k: int, out_dtype, waves: float) -> float:
+    """Relative cost of a tile's main loop in the wave model (`_cheapest`) over `waves` waves: 1.0,
+    or what it measured per tile beyond the model (the serial loop 1.03, 256x128 in pairs 1.05 and
+    more over few waves, f32 per-tile factors: above). Short K exposes what a tile pays once
+    (epilogue, first loads, fetching its loop's instructions), so some tiles also pay c / k-blocks:
+    with bf16 output `_BF16_SHORT_K_CHARGE`; with f32 output
+    - 128x192 and 128x176 (3 stages beside their 96 / 88 KB f32 staging): 0.4 (192: 9% slower than
+      128x144 at K = 512, 3.5% slower than 128x160 at K = 1536; H100, session 16).
+    - 128x112: 0.6 (1.13-1.15x the model at K = 512, 0.92-0.96x at K = 2048; session 46)."""
     kb = cdiv(k, 128)
     serial = not deferred_promotion(bm, bn) and bm != 256
     factor = _SERIAL_FACTOR if serial else 1.0
     if bm == 256 and k >= _SHARE_A_MIN_K:
-        factor = _PAIRED_256_FACTOR
+        factor = _PAIRED_256_FACTOR + _PAIRED_256_PER_WAVES / waves
     if np.dtype(out_dtype) == np.dtype(jnp.float32):
         factor = _F32_TILE_FACTOR.get((bm, bn), factor)
         if (bm, bn) == (128, 112):
             factor *= 1.0 + 0.6 / kb
         elif bm == 128 and bn >= 176:
             factor *= 1.0 + 0.4 / kb
-    elif (bm, bn) == (128, 176):
-        factor *= 1.0 + 0.4 / kb
+    else:
+        factor *= 1.0 + _BF16_SHORT_K_CHARGE.get((bm, bn), 0.0) / kb
     return factor
 
 
@@ -397,7 +412,7 @@ def pick(m: int, n: int, k: int, out_dtype, num_sms: int,
                 # (H200, sessions 45-46).
                 paired = _forward_pairs_share_a(bm, m, n, k, num_sms)
                 waves = _dense_waves(m, cdiv(m, bm) * cdiv(n, bn), bm, num_sms, paired)
-                yield bm, bn, waves, _tile_factor(bm, bn, k, out_dtype)
+                yield bm, bn, waves, _tile_factor(bm, bn, k, out_dtype, waves)
 
     config = _cheapest(candidates(), num_sms)
     return _share_a_on_256_rows(config, _forward_pairs_share_a(config.block_m, m, n, k, num_sms))

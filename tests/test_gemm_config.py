@@ -272,6 +272,22 @@ def test_pick_f32_128x112_where_it_measured_faster(m, n, k, takes_112):
     assert ((c.block_m, c.block_n) == (128, 112)) == takes_112, c
 
 
+@pytest.mark.parametrize("m,n,k,tile", [
+    # held out of the fit, against HEAD's pick then (H200, harness, session 51): 128x176 over
+    # 128x112 +8.3% / +7.6%, 128x128 over 128x144 +9.2%, 128x192 over 128x144 +6.2%, 128x192
+    # over 128x160 +3.8%, 256x128 over 128x160 +4.7%
+    (1088, 9728, 1664, (128, 176)), (576, 17408, 1088, (128, 176)), (1664, 9728, 832, (128, 128)),
+    (1152, 10240, 896, (128, 192)), (1664, 24064, 1088, (128, 192)), (2304, 11520, 1088, (256, 128)),
+    # kept: 128x160 over 256x128 at 4096x2560x4096 (+4.9%), 128x112 over 256x128 at 512x7168x4096
+    # (+6.2%: one tile per CTA)
+    (4096, 2560, 4096, (128, 160)), (512, 7168, 4096, (128, 112))])
+def test_pick_bf16_short_k_where_it_measured_faster(m, n, k, tile):
+    """bf16 output: 128x112 / 144 / 160 pay 0.25 / k-blocks, and the 256x128 tile 0.035 / waves
+    beyond its 1.05 (gemm_config._BF16_SHORT_K_CHARGE, _PAIRED_256_PER_WAVES)."""
+    c = gc.pick(m, n, k, jnp.bfloat16, 132)
+    assert (c.block_m, c.block_n) == tile, c
+
+
 def test_halved_tail_where_the_launcher_halves_it():
     """gemm_config.halved_tail_tiles mirrors set_tile_order (cuda/gemm/fp8_gemm.cu): a 256-row
     tile's last wave of at most half the grid, when both halves of every tile have rows and pairs
