@@ -145,31 +145,29 @@ _PAIRED_256_PER_WAVES = 0.035
 #   agrees (flushed): 1088x9728x1664 +8.0%, 1664x9728x832 +9.1%, 1152x10240x896 +6.3%,
 #   416x15360x1664 -4.6%. SPEC's shapes keep their picks. (H200, RESULTS.md session 51.)
 _BF16_SHORT_K_CHARGE = {(128, 112): 0.25, (128, 144): 0.25, (128, 160): 0.25, (128, 176): 0.4}
+# f32 output, short K, as above:
+# - 128x192 and 128x176 (3 stages beside their 96 / 88 KB f32 staging): 0.4 (192: 9% slower than
+#   128x144 at K = 512, 3.5% slower than 128x160 at K = 1536; H100, session 16).
+# - 128x112: 0.6 (1.13-1.15x the model at K = 512, 0.92-0.96x at K = 2048; session 46).
+_F32_SHORT_K_CHARGE = {(128, 112): 0.6, (128, 176): 0.4, (128, 192): 0.4}
 
 
 def _tile_factor(bm: int, bn: int, k: int, out_dtype, waves: float) -> float:
     """Relative cost of a tile's main loop in the wave model (`_cheapest`) over `waves` waves: 1.0,
     or what it measured per tile beyond the model (the serial loop 1.03, 256x128 in pairs 1.05 and
     more over few waves, f32 per-tile factors: above). Short K exposes what a tile pays once
-    (epilogue, first loads, fetching its loop's instructions), so some tiles also pay c / k-blocks:
-    with bf16 output `_BF16_SHORT_K_CHARGE`; with f32 output
-    - 128x192 and 128x176 (3 stages beside their 96 / 88 KB f32 staging): 0.4 (192: 9% slower than
-      128x144 at K = 512, 3.5% slower than 128x160 at K = 1536; H100, session 16).
-    - 128x112: 0.6 (1.13-1.15x the model at K = 512, 0.92-0.96x at K = 2048; session 46)."""
-    kb = cdiv(k, 128)
+    (epilogue, first loads, fetching its loop's instructions), so some tiles also pay c / k-blocks
+    (`_BF16_SHORT_K_CHARGE`, `_F32_SHORT_K_CHARGE`)."""
     serial = not deferred_promotion(bm, bn) and bm != 256
     factor = _SERIAL_FACTOR if serial else 1.0
     if bm == 256 and k >= _SHARE_A_MIN_K:
         factor = _PAIRED_256_FACTOR + _PAIRED_256_PER_WAVES / waves
     if np.dtype(out_dtype) == np.dtype(jnp.float32):
         factor = _F32_TILE_FACTOR.get((bm, bn), factor)
-        if (bm, bn) == (128, 112):
-            factor *= 1.0 + 0.6 / kb
-        elif bm == 128 and bn >= 176:
-            factor *= 1.0 + 0.4 / kb
+        short_k_charge = _F32_SHORT_K_CHARGE
     else:
-        factor *= 1.0 + _BF16_SHORT_K_CHARGE.get((bm, bn), 0.0) / kb
-    return factor
+        short_k_charge = _BF16_SHORT_K_CHARGE
+    return factor * (1.0 + short_k_charge.get((bm, bn), 0.0) / cdiv(k, 128))
 
 
 # Multicast of A over CTA pairs on the 256x128 tile. The big shapes are bound by data movement:
