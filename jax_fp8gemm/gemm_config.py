@@ -197,7 +197,7 @@ _SHARE_A_MIN_K = 1024
 # RESULTS.md.)
 _SHORT_K_SHARE_A_MIN_N = 16384
 _SHORT_K_SHARE_A_MAX_M = 4096  # where K <= _FIRST_TWIN_MAX_K
-_FIRST_TWIN_MAX_K = 512
+_FIRST_TWIN_MAX_K = 4 * 128  # the first twin's span: kShortKTwinSpan k-blocks (cuda/gemm/scheduler.cuh)
 
 
 def _pairs_share_a(block_m: int, k: int, num_sms: int) -> bool:
