@@ -287,14 +287,16 @@ def test_gemm_split_k_kernel(rng, m, n, k, block_m, block_n, k_splits, out_dtype
     check_dense_config(rng, m, n, k, config, out_dtype)
 
 
-@pytest.mark.parametrize("k", [16, 208, 256, 384, 400, 512, 528, 768, 1008, 1024, 1040, 1424, 1536, 1552])
+@pytest.mark.parametrize("k", [16, 208, 256, 384, 400, 512, 528, 768, 1008, 1024, 1040, 1424, 1536, 1552,
+                               2048, 4096, 4112])
 @pytest.mark.parametrize("multicast,multicast_a", [(1, 0), (2, 0), (2, 1)])
 def test_256x128_short_k(rng, k, multicast, multicast_a):
-    """The 256x128 tile's short-K twins (1-4 k-blocks, K <= 512; 5-8; 9-12, K <= 1536; straight-line
-    k-loops whose last k-block stores wave 0's slice itself; launched instead of the loop kernel
-    when K fits; K = 1552, 13 k-blocks, is the first on the loop kernel): two full two-wave tiles and
-    a one-wave one per N-block (M = 600 = 256 + 256 + 88), a partial last N-block (N = 1160), K not
-    a multiple of 128. bf16 output: the 256-row tiles serve bf16 only."""
+    """The 256x128 tile's K-bound kernels, launched instead of the loop kernel when K fits: the
+    short-K twins (1-4 k-blocks, K <= 512; 5-8; 9-12, K <= 1536; straight-line k-loops whose last
+    k-block stores wave 0's slice itself), the last two with posted tiles, and the posted loop
+    kernel (13-32 k-blocks: 1552 to 4096; 4112 is the first on the unposted loop kernel). Two full
+    two-wave tiles and a one-wave one per N-block (M = 600 = 256 + 256 + 88), a partial last
+    N-block (N = 1160), K not a multiple of 128. bf16 output: the 256-row tiles serve bf16 only."""
     config = gemm_config.GemmConfig(256, 128, 0, _kernels.num_sms(), multicast, multicast_a)
     check_dense_config(rng, 600, 1160, k, config, jnp.bfloat16)
 

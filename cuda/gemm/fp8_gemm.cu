@@ -17,6 +17,7 @@
 // Defined (explicitly instantiated) in fp8_gemm_inst_*.cu.
 FP8GEMM_COMPILED_TILES(FP8GEMM_EXTERN_TILE)
 FP8GEMM_SHORT_K_TILES(FP8GEMM_EXTERN_SHORT_K_TILE)
+FP8GEMM_POSTED_LOOP_TILES(FP8GEMM_EXTERN_POSTED_LOOP_TILE)
 FP8GEMM_COMPILED_GROUPED_TILES(FP8GEMM_EXTERN_GROUPED_TILE)
 FP8GEMM_COMPILED_WGRAD_TILES(FP8GEMM_EXTERN_WGRAD_TILE)
 
@@ -64,19 +65,23 @@ static_assert(same_tiles(kCompiledWgradTiles, kInstantiatedWgradTiles),
 constexpr int kSmemPerBlockSm90 = 232448;  // 227 KB: per-block opt-in maximum of sm_90
 constexpr int kMaxStagesCap = 32;          // deeper pipelines buy nothing
 constexpr int kMaxDevices = 64;
-#define FP8GEMM_COUNT_SHORT_K(BM, BN, KB) +1
-constexpr int kNumShortKTiles = 0 FP8GEMM_SHORT_K_TILES(FP8GEMM_COUNT_SHORT_K);
-#undef FP8GEMM_COUNT_SHORT_K
-constexpr int kNumEntries = kNumShortKTiles + 2 * kNumCompiledTiles;  // the twins: bf16 only
+#define FP8GEMM_COUNT_K_BOUND(BM, BN, KB) +1
+constexpr int kNumKBoundTiles =
+    0 FP8GEMM_SHORT_K_TILES(FP8GEMM_COUNT_K_BOUND) FP8GEMM_POSTED_LOOP_TILES(FP8GEMM_COUNT_K_BOUND);
+#undef FP8GEMM_COUNT_K_BOUND
+constexpr int kNumEntries = kNumKBoundTiles + 2 * kNumCompiledTiles;  // the K-bound ones: bf16 only
 
-// The short-K twins first: find_in returns the first entry that fits.
+// The K-bound kernels first, the smallest bound first: find_in returns the first entry that fits.
 const KernelEntry* registry() {
 #define FP8GEMM_SHORT_K_ENTRY(BM, BN, KB) detail::kernel_entry<BM, BN, OutDtype::kBF16, KB>(),
+#define FP8GEMM_POSTED_LOOP_ENTRY(BM, BN, KB) detail::kernel_entry<BM, BN, OutDtype::kBF16, 0, KB>(),
 #define FP8GEMM_ENTRY(BM, BN) \
   detail::kernel_entry<BM, BN, OutDtype::kBF16>(), detail::kernel_entry<BM, BN, OutDtype::kF32>(),
   static const KernelEntry table[kNumEntries] = {FP8GEMM_SHORT_K_TILES(FP8GEMM_SHORT_K_ENTRY)
-                                                     FP8GEMM_COMPILED_TILES(FP8GEMM_ENTRY)};
+                                                     FP8GEMM_POSTED_LOOP_TILES(FP8GEMM_POSTED_LOOP_ENTRY)
+                                                         FP8GEMM_COMPILED_TILES(FP8GEMM_ENTRY)};
 #undef FP8GEMM_ENTRY
+#undef FP8GEMM_POSTED_LOOP_ENTRY
 #undef FP8GEMM_SHORT_K_ENTRY
   return table;
 }
@@ -481,7 +486,8 @@ cudaError_t launch_fp8_gemm(const GemmProblem& p, const GemmConfig& cfg, cudaStr
   const int k_splits = cfg.k_splits;
   LaunchSetup s;
   cudaError_t err = setup_launch(e, cfg, /*min_stages=*/1, &s,
-                                 sfb_staging_bytes(sfb_staged_floats) + split_k::smem_bytes(e.block_m, e.block_n, k_splits));
+                                 sfb_staging_bytes(sfb_staged_floats) + split_k::smem_bytes(e.block_m, e.block_n, k_splits) +
+                                     (e.posts_tiles ? static_cast<int>(sizeof(TileRing)) : 0));
   if (err != cudaSuccess) return err;
   err = ensure_smem_attribute(g_smem_attribute_set[entry_idx][s.dev], e.fn, s.smem_limit);
   if (err != cudaSuccess) return err;

@@ -417,7 +417,7 @@ struct ZeroesUnwrittenRows<Scheduler, std::void_t<decltype(Scheduler::kZeroesUnw
 
 // Whether only the producer runs the scheduler and posts the tiles into a TileRing for the math
 // threads (scheduler.cuh: kPostsTiles; the grouped 256-row tile, whose tiles may also be handed out
-// at run time through Params::tile_counter).
+// at run time through Params::tile_counter, and the dense one up to a K: FP8GEMM_K_BOUND_TILES).
 template <class Scheduler, class = void>
 struct PostsTiles : std::false_type {};
 template <class Scheduler>
@@ -454,7 +454,7 @@ class MathTiles<Scheduler, true> {
  private:
   const typename Scheduler::Params& params_;  // the kernel parameter
   uint32_t cluster_size_;
-  TileReader reader_;
+  TileReader<Scheduler::kSlotReleasePerThread> reader_;
 };
 
 // k-grouped: whether k-block kb of the tile may hold tokens of another group (the tile's tokens
@@ -491,7 +491,7 @@ __global__ void __launch_bounds__(GemmTraits<BLOCK_M, BLOCK_N, Epilogue, kPerRow
 
   // ---------------------------------------------------------------------------------------------
   // Shared memory: [ D (epilogue) | stage 0 A, B | stage 1 A, B | ... | SFA (SFB) x stages |
-  //                  barriers | B-scale staging buffers | tile ring (grouped) ]
+  //                  barriers | B-scale staging buffers | tile ring (posted tiles) ]
   // ---------------------------------------------------------------------------------------------
   extern __shared__ __align__(1024) uint8_t smem[];
   const int num_stages = args.num_stages;
@@ -509,7 +509,7 @@ __global__ void __launch_bounds__(GemmTraits<BLOCK_M, BLOCK_N, Epilogue, kPerRow
   // Two buffers of args.sfb_staged_floats B scales per math warpgroup (one tile's each; not with
   // per-row B scales).
   float* const smem_sfb_tiles = reinterpret_cast<float*>(empty_bar + (kMaskShared ? 2 : 1) * num_stages);
-  // Posted tiles (the grouped 256-row tile): the producer posts them into a ring after the staging
+  // Posted tiles (256-row tiles, PostsTiles): the producer posts them into a ring after the staging
   // buffers, in the run-time order when the launch gives a tile counter, else in the static order.
   constexpr bool kPostsTiles = detail::PostsTiles<Scheduler>::value;
   TileRing* tile_ring = nullptr;
@@ -550,7 +550,8 @@ __global__ void __launch_bounds__(GemmTraits<BLOCK_M, BLOCK_N, Epilogue, kPerRow
       if constexpr (kMaskShared) ptx::mbar_init(&loaded_bar[s], 1);
     }
     if (split_k) ptx::mbar_init(split_k::barrier_of(split_buf, BLOCK_M, BLOCK_N, args.k_splits), 1);
-    if (tile_ring != nullptr) tile_ring->init(Traits::kNumMathThreads / 32);
+    if constexpr (kPostsTiles)
+      tile_ring->init(Scheduler::kSlotReleasePerThread ? Traits::kNumMathThreads : Traits::kNumMathThreads / 32);
     if constexpr (Traits::kScaleMma) {
       // The 16-byte pad after each SFB slot's scale operand (read as the last row's k 8-15).
       for (int slot = 0; slot < 2 * num_stages; ++slot)
@@ -1376,8 +1377,15 @@ __global__ void __launch_bounds__(GemmTraits<BLOCK_M, BLOCK_N, Epilogue, kPerRow
 // 256x128, K <= 512: the two-wave loop's back edge costs 2% there (benchmarks/RESULTS.md, session 44);
 // K = 640..1024: with the early store of the last k-block, +1-3% over the loop kernel (session 49);
 // K = 1040..1536: +0.1-1.7% (4096x24576x1536 +1.0%; session 50). find_entry takes the first twin
-// that fits: a tile runs the copy of its own k-block count only (kShortKTwinSpan).
+// that fits: a tile runs the copy of its own k-block count only (kShortKTwinSpan). The second and
+// third twins post their tiles (below).
 #define FP8GEMM_SHORT_K_TILES(X) X(256, 128, 4) X(256, 128, 8) X(256, 128, 12)
+// Posted loop kernels, X(BM, BN, max k-blocks): the tile's loop kernel with posted tiles
+// (DenseScheduler's kPostTiles), for at most that many k-blocks, after the short-K twins; bf16
+// output only. 256x128 against the unposted kernel, harness, H200 (RESULTS.md, session 53):
+// K = 640..2048 +0.3-1.4%, 2560..4096 +0.1-0.6%, 5120 / 6144 even, K >= 7168 -0.1 to -0.4%
+// (the producer's post and the readers' arrivals then buy nothing). K <= 512 (the first twin): -0.5%.
+#define FP8GEMM_POSTED_LOOP_TILES(X) X(256, 128, 32)
 
 namespace detail {
 
@@ -1394,7 +1402,8 @@ struct KernelEntry {
   int a_load_rows = 0;   // rows of A per TMA load (GemmTraits::kALoadRows)
   int sfb_staged_rows = 0;  // rows of B scales staged per tile (GemmTraits::kSfbStagedRows)
   bool scale_ops = false;   // B's scale operand instead of its scales (GemmTraits::kScaleMma)
-  int max_k_blocks = 0;     // > 0: a short-K kernel, for at most this many k-blocks
+  int max_k_blocks = 0;     // > 0: launched for at most this many k-blocks (short-K, posted loop)
+  bool posts_tiles = false;  // the producer posts the tiles into a TileRing (its shared memory)
 };
 
 template <OutDtype kOut>
@@ -1422,13 +1431,20 @@ KernelEntry make_kernel_entry(OutDtype out) {
   e.sfb_staged_rows = Traits::kSfbStagedRows;
   e.out_elem_bytes = Epi::kElemBytes;
   e.max_k_blocks = MaxTileKBlocks<Scheduler>::value;
+  e.posts_tiles = detail::PostsTiles<Scheduler>::value;
   return e;
 }
 
-template <int BLOCK_M, int BLOCK_N, OutDtype kOut, int kMaxKBlocks = 0>
+// A dense kernel's entry: the tile's loop kernel, a short-K twin (kMaxKBlocks > 0;
+// FP8GEMM_SHORT_K_TILES) or a posted loop kernel (kPostedLoopMaxKBlocks > 0; FP8GEMM_POSTED_LOOP_TILES).
+template <int BLOCK_M, int BLOCK_N, OutDtype kOut, int kMaxKBlocks = 0, int kPostedLoopMaxKBlocks = 0>
 KernelEntry kernel_entry() {
+  static_assert(kMaxKBlocks == 0 || kPostedLoopMaxKBlocks == 0, "a twin or a posted loop kernel");
+  constexpr bool kPost = kPostedLoopMaxKBlocks > 0 || kMaxKBlocks > kShortKTwinSpan;
   using Epi = TmaStoreEpilogue<BLOCK_M, BLOCK_N, OutElement<kOut>>;
-  return make_kernel_entry<BLOCK_M, BLOCK_N, Epi, DenseScheduler<BLOCK_M, BLOCK_N, kMaxKBlocks>>(kOut);
+  KernelEntry e = make_kernel_entry<BLOCK_M, BLOCK_N, Epi, DenseScheduler<BLOCK_M, BLOCK_N, kMaxKBlocks, kPost>>(kOut);
+  if (kPostedLoopMaxKBlocks > 0) e.max_k_blocks = kPostedLoopMaxKBlocks;
+  return e;
 }
 
 }  // namespace detail
@@ -1456,5 +1472,15 @@ KernelEntry kernel_entry() {
   }
 #define FP8GEMM_INSTANTIATE_SHORT_K_TILE(BM, BN, KB) FP8GEMM_SHORT_K_ENTRIES(template, BM, BN, KB)
 #define FP8GEMM_EXTERN_SHORT_K_TILE(BM, BN, KB) FP8GEMM_SHORT_K_ENTRIES(extern template, BM, BN, KB)
+
+// The bf16 entry of a posted loop kernel (FP8GEMM_POSTED_LOOP_TILES).
+#define FP8GEMM_POSTED_LOOP_ENTRIES(KEYWORD, BM, BN, KB)              \
+  namespace fp8gemm {                                                \
+  namespace detail {                                                 \
+  KEYWORD KernelEntry kernel_entry<BM, BN, OutDtype::kBF16, 0, KB>(); \
+  }                                                                  \
+  }
+#define FP8GEMM_INSTANTIATE_POSTED_LOOP_TILE(BM, BN, KB) FP8GEMM_POSTED_LOOP_ENTRIES(template, BM, BN, KB)
+#define FP8GEMM_EXTERN_POSTED_LOOP_TILE(BM, BN, KB) FP8GEMM_POSTED_LOOP_ENTRIES(extern template, BM, BN, KB)
 
 }  // namespace fp8gemm

@@ -78,11 +78,12 @@ struct TileInfo {
 // indices of a CTA increase, as in the static order (the grouped scheduler's forward-only cursor
 // relies on that).
 //
-// Posted tiles (schedulers that declare kPostsTiles: the grouped 256-row tile, in either order):
+// Posted tiles (schedulers that declare kPostsTiles: the grouped 256-row tile, in either order, and
+// the dense one up to a K, in the static order):
 // after its first tile, a CTA's tiles are decoded by the producer alone. It posts each one (and, at
 // the end, "no tile") into a ring of kSlots slots in shared memory, from which every math thread
 // copies it (TileReader): full / empty mbarrier per slot as in the stage ring (full: the poster's
-// one arrival; empty: one arrival per reading warp, after its lanes' reads). The math warpgroups
+// one arrival; empty: the readers' arrivals, TileReader). The math warpgroups
 // then hold no scheduler state next to their two output arrays and run no cursor code between
 // tiles: their "next tile" step took 525 ns, now 284 (4 x 8192 N7168 K2048: +1.3%; RESULTS.md,
 // session 38). The first tile, index blockIdx.x in either order, the math threads decode
@@ -109,11 +110,11 @@ struct TileRing {
   Slot slots[kSlots];
 
   // By one thread, before the CTA's first barrier (like the stage ring's barriers). A slot is
-  // released by one arrival per reading warp.
-  __device__ __forceinline__ void init(uint32_t reading_warps) {
+  // released by `releases` arrivals (TileReader: one per reading warp or thread).
+  __device__ __forceinline__ void init(uint32_t releases) {
     for (int s = 0; s < kSlots; ++s) {
       ptx::mbar_init(&full[s], 1);
-      ptx::mbar_init(&empty[s], reading_warps);
+      ptx::mbar_init(&empty[s], releases);
     }
   }
   __device__ __forceinline__ static int slot(int n) { return n % kSlots; }
@@ -163,7 +164,14 @@ class TilePoster {
 };
 
 // The math threads' tiles when the producer posts them, after the first (TilePoster::post); called
-// by whole warps.
+// by whole warps. A slot is released (release: the reads are done before it is reused)
+//   kPerThread false: by one arrival per warp, lane 0's after a __syncwarp. Against one per thread
+//     (256 on one barrier), the grouped 256-row tile: 4 x 8192 N7168 K2048 +0.4%, the K = 7168
+//     cases unchanged (harness, H200; RESULTS.md, session 37). compute-sanitizer's racecheck does
+//     not see the order the __syncwarp gives and reports the slot's next write as a hazard once the
+//     ring wraps (more tiles per CTA than kSlots; session 52).
+//   kPerThread true: by every thread (the dense 256-row tile: no slower there; racecheck-clean).
+template <bool kPerThread>
 class TileReader {
  public:
   __device__ __forceinline__ TileReader(TileRing* ring, int n) : ring_(ring), n_(n) {}
@@ -180,11 +188,12 @@ class TileReader {
       tile.col_start = slot.col_start, tile.col_end = n_, tile.sfb_offset = slot.sfb_offset;
       tile.wide = (flags & 1) != 0, tile.peer_active = (flags & 2) != 0;
     }
-    // One arrival per warp once all its lanes have read (release: the reads are done before the
-    // slot is reused). Against one per thread (256 on one barrier): 4 x 8192 N7168 K2048 +0.4%,
-    // the K = 7168 cases unchanged (harness, H200; RESULTS.md, session 37).
-    __syncwarp();
-    if (ptx::lane_id() == 0) ptx::mbar_arrive(&ring_->empty[TileRing::slot(n)]);
+    if constexpr (kPerThread) {
+      ptx::mbar_arrive(&ring_->empty[TileRing::slot(n)]);
+    } else {
+      __syncwarp();
+      if (ptx::lane_id() == 0) ptx::mbar_arrive(&ring_->empty[TileRing::slot(n)]);
+    }
     return has_tile;
   }
 
@@ -292,6 +301,7 @@ struct DenseSchedulerParams {
   // >= 1, even when clusters of 2 are used.
   BandedOrder order;
   int tail_tiles = 0;  // the last tiles, each run as two 128-row halves (above); 0: none
+  int* tile_counter = nullptr;  // posted tiles (kPostsTiles) take the static order: always null
 };
 
 // Short K (kMaxKBlocksArg > 0): the launcher picks this scheduler only when num_k_blocks is at most
@@ -300,9 +310,17 @@ struct DenseSchedulerParams {
 // that fits, so smaller counts run on an earlier twin; compiling every count from 1 made the twins'
 // object 15x larger (7.7 MB) and gave ptxas a 1.2 KB stack frame in the third twin (session 50).
 constexpr int kShortKTwinSpan = 4;
-template <int BLOCK_M, int BLOCK_N, int kMaxKBlocksArg = 0>
+//
+// Posted tiles (kPostTiles; the 256-row tile up to a K: FP8GEMM_POSTED_LOOP_TILES in fp8_gemm_kernel.cuh):
+// only the producer runs this scheduler past a CTA's first tile and posts each tile to the math
+// warpgroups (TileRing), so that its divisions and its tail and band logic (~60 uniform
+// instructions per math warp) leave the math warps' way between two tiles.
+template <int BLOCK_M, int BLOCK_N, int kMaxKBlocksArg = 0, bool kPostTiles = false>
 struct DenseScheduler {
   using Params = DenseSchedulerParams;  // not templated: one host-side launch signature for all tiles
+  static constexpr bool kPostsTiles = kPostTiles;
+  static constexpr bool kSlotReleasePerThread = true;  // TileReader
+  static_assert(!kPostTiles || BLOCK_M == 256, "posted dense tiles: the 256-row tile only");
   // The 64-row tiles and the split-K tiles read their k-range from the tile (split-K); the others run
   // all of K, as do the 64-row tiles that straddle B-scale blocks (64x192: their staged B scales
   // assume the whole K).
@@ -456,6 +474,7 @@ struct GroupedScheduler {
   // their register limit. The 128- and 64-row tiles (the static order) run the scheduler in every
   // thread: posted, the f32 64x128 kernel spilled 20 bytes.
   static constexpr bool kPostsTiles = BLOCK_M == 256;
+  static constexpr bool kSlotReleasePerThread = false;  // TileReader
 
   Params p;  // p.order: the tile order inside a group
   int num_n_blocks;
