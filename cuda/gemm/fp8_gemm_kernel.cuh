@@ -416,8 +416,9 @@ struct ZeroesUnwrittenRows<Scheduler, std::void_t<decltype(Scheduler::kZeroesUnw
     : std::integral_constant<bool, Scheduler::kZeroesUnwrittenRows> {};
 
 // Whether only the producer runs the scheduler and posts the tiles into a TileRing for the math
-// threads (scheduler.cuh: kPostsTiles; the grouped 256-row tile, whose tiles may also be handed out
-// at run time through Params::tile_counter, and the dense one up to a K: FP8GEMM_K_BOUND_TILES).
+// threads (scheduler.cuh: kPostsTiles): the grouped 256-row tile, whose tiles may also be handed out
+// at run time through Params::tile_counter, and the dense one for K = 513-4096 (the second and third
+// short-K twins, FP8GEMM_POSTED_LOOP_TILES).
 template <class Scheduler, class = void>
 struct PostsTiles : std::false_type {};
 template <class Scheduler>
