@@ -166,8 +166,8 @@ class TilePoster {
 // The math threads' tiles when the producer posts them, after the first (TilePoster::post); called
 // by whole warps. A slot is released (release: the reads are done before it is reused)
 //   kPerThread false: by one arrival per warp, lane 0's after a __syncwarp. Against one per thread
-//     (256 on one barrier), the grouped 256-row tile: 4 x 8192 N7168 K2048 +0.4%, the K = 7168
-//     cases unchanged (harness, H200; RESULTS.md, session 37). compute-sanitizer's racecheck does
+//     (256 on one barrier), the grouped 256-row tile: +0.1-0.5% on six of the eight contiguous
+//     cases (package, H200; RESULTS.md, sessions 37 and 53). compute-sanitizer's racecheck does
 //     not see the order the __syncwarp gives and reports the slot's next write as a hazard once the
 //     ring wraps (more tiles per CTA than kSlots; session 52).
 //   kPerThread true: by every thread (the dense 256-row tile: no slower there; racecheck-clean).
