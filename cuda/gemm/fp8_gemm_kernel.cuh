@@ -1464,24 +1464,17 @@ KernelEntry kernel_entry() {
 #define FP8GEMM_INSTANTIATE_TILE(BM, BN) FP8GEMM_ENTRIES_BOTH_DTYPES(template, kernel_entry, BM, BN)
 #define FP8GEMM_EXTERN_TILE(BM, BN) FP8GEMM_ENTRIES_BOTH_DTYPES(extern template, kernel_entry, BM, BN)
 
-// The bf16 entry of a short-K twin (FP8GEMM_SHORT_K_TILES).
-#define FP8GEMM_SHORT_K_ENTRIES(KEYWORD, BM, BN, KB)                \
-  namespace fp8gemm {                                              \
-  namespace detail {                                               \
-  KEYWORD KernelEntry kernel_entry<BM, BN, OutDtype::kBF16, KB>(); \
-  }                                                                \
+// The bf16 entry of a K-bound kernel: kernel_entry<BM, BN, bf16, KB, LOOP_KB>.
+#define FP8GEMM_K_BOUND_ENTRY(KEYWORD, BM, BN, KB, LOOP_KB)                  \
+  namespace fp8gemm {                                                        \
+  namespace detail {                                                         \
+  KEYWORD KernelEntry kernel_entry<BM, BN, OutDtype::kBF16, KB, LOOP_KB>(); \
+  }                                                                          \
   }
-#define FP8GEMM_INSTANTIATE_SHORT_K_TILE(BM, BN, KB) FP8GEMM_SHORT_K_ENTRIES(template, BM, BN, KB)
-#define FP8GEMM_EXTERN_SHORT_K_TILE(BM, BN, KB) FP8GEMM_SHORT_K_ENTRIES(extern template, BM, BN, KB)
-
-// The bf16 entry of a posted loop kernel (FP8GEMM_POSTED_LOOP_TILES).
-#define FP8GEMM_POSTED_LOOP_ENTRIES(KEYWORD, BM, BN, KB)              \
-  namespace fp8gemm {                                                \
-  namespace detail {                                                 \
-  KEYWORD KernelEntry kernel_entry<BM, BN, OutDtype::kBF16, 0, KB>(); \
-  }                                                                  \
-  }
-#define FP8GEMM_INSTANTIATE_POSTED_LOOP_TILE(BM, BN, KB) FP8GEMM_POSTED_LOOP_ENTRIES(template, BM, BN, KB)
-#define FP8GEMM_EXTERN_POSTED_LOOP_TILE(BM, BN, KB) FP8GEMM_POSTED_LOOP_ENTRIES(extern template, BM, BN, KB)
+// A short-K twin (FP8GEMM_SHORT_K_TILES) and a posted loop kernel (FP8GEMM_POSTED_LOOP_TILES).
+#define FP8GEMM_INSTANTIATE_SHORT_K_TILE(BM, BN, KB) FP8GEMM_K_BOUND_ENTRY(template, BM, BN, KB, 0)
+#define FP8GEMM_EXTERN_SHORT_K_TILE(BM, BN, KB) FP8GEMM_K_BOUND_ENTRY(extern template, BM, BN, KB, 0)
+#define FP8GEMM_INSTANTIATE_POSTED_LOOP_TILE(BM, BN, KB) FP8GEMM_K_BOUND_ENTRY(template, BM, BN, 0, KB)
+#define FP8GEMM_EXTERN_POSTED_LOOP_TILE(BM, BN, KB) FP8GEMM_K_BOUND_ENTRY(extern template, BM, BN, 0, KB)
 
 }  // namespace fp8gemm
