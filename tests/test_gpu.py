@@ -294,11 +294,21 @@ def test_256x128_short_k(rng, k, multicast, multicast_a):
     """The 256x128 tile's K-bound kernels, launched instead of the loop kernel when K fits: the
     short-K twins (1-4 k-blocks, K <= 512; 5-8; 9-12, K <= 1536; straight-line k-loops whose last
     k-block stores wave 0's slice itself), the last two with posted tiles, and the posted loop
-    kernel (13-32 k-blocks: 1552 to 4096; 4112 is the first on the unposted loop kernel). Two full
+    kernel (13-32 k-blocks: 1552 to 4096, on these few tiles; 4112 is the first on the unposted
+    loop kernel). The fourth twin: test_256x128_fourth_twin. Two full
     two-wave tiles and a one-wave one per N-block (M = 600 = 256 + 256 + 88), a partial last
     N-block (N = 1160), K not a multiple of 128. bf16 output: the 256-row tiles serve bf16 only."""
     config = gemm_config.GemmConfig(256, 128, 0, _kernels.num_sms(), multicast, multicast_a)
     check_dense_config(rng, 600, 1160, k, config, jnp.bfloat16)
+
+
+@pytest.mark.parametrize("k", [1552, 1936, 2048])
+@pytest.mark.parametrize("multicast,multicast_a", [(1, 0), (2, 0), (2, 1)])
+def test_256x128_fourth_twin(rng, k, multicast, multicast_a):
+    """The fourth short-K twin (13-16 k-blocks), launched only where the tiles fill 20 waves of the
+    SMs: 81 tiles (3 M-blocks, the last of 88 rows, x 27 N-blocks, the last partial) on 4 SMs."""
+    config = gemm_config.GemmConfig(256, 128, 0, 4, multicast, multicast_a)
+    check_dense_config(rng, 600, 3400, k, config, jnp.bfloat16)
 
 
 @pytest.mark.parametrize("m,n,k", [(300, 2112, 1552), (129, 1000, 208), (256, 528, 7168)])

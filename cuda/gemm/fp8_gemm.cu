@@ -87,18 +87,18 @@ const KernelEntry* registry() {
 }
 
 // Index of the first (block_m, block_n, out) kernel in a registry table that runs num_k_blocks
-// k-blocks (any count: not a short-K kernel), or -1 if not compiled.
+// k-blocks (any count: not a short-K kernel) in `waves` waves of tiles or more, or -1 if not compiled.
 int find_in(const KernelEntry* table, int count, int block_m, int block_n, OutDtype out,
-            int num_k_blocks = INT_MAX) {
+            int num_k_blocks = INT_MAX, long long waves = LLONG_MAX) {
   for (int i = 0; i < count; ++i)
     if (table[i].block_m == block_m && table[i].block_n == block_n && table[i].out == out &&
-        (table[i].max_k_blocks == 0 || num_k_blocks <= table[i].max_k_blocks))
+        (table[i].max_k_blocks == 0 || num_k_blocks <= table[i].max_k_blocks) && waves >= table[i].min_waves)
       return i;
   return -1;
 }
 
-int find_entry(int block_m, int block_n, OutDtype out, int num_k_blocks = INT_MAX) {
-  return find_in(registry(), kNumEntries, block_m, block_n, out, num_k_blocks);
+int find_entry(int block_m, int block_n, OutDtype out, int num_k_blocks = INT_MAX, long long waves = LLONG_MAX) {
+  return find_in(registry(), kNumEntries, block_m, block_n, out, num_k_blocks, waves);
 }
 
 constexpr int kNumGroupedEntries = 2 * kNumCompiledGroupedTiles;
@@ -167,6 +167,14 @@ cudaError_t get_device_facts(int dev, int* num_sms, int* smem_limit) {
   *num_sms = sms;
   *smem_limit = smem;
   return cudaSuccess;
+}
+
+// Whole waves of `tiles` tiles on the SMs a launch of `cfg` uses (KernelEntry::min_waves).
+long long waves_of(long long tiles, const GemmConfig& cfg) {
+  int dev = 0, sms = 0, smem_limit = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess || get_device_facts(dev, &sms, &smem_limit) != cudaSuccess) return 0;
+  if (cfg.num_sms > 0) sms = cfg.num_sms;
+  return sms > 0 ? tiles / sms : 0;
 }
 
 // Raise the kernel's dynamic shared memory limit once per (kernel, device).
@@ -480,7 +488,11 @@ cudaError_t launch_fp8_gemm(const GemmProblem& p, const GemmConfig& cfg, cudaStr
     return cudaErrorInvalidValue;
 
   const int num_k_blocks = (p.k + kBlockK - 1) / kBlockK;
-  const int entry_idx = find_entry(cfg.block_m, cfg.block_n, p.out_dtype, num_k_blocks);
+  const long long num_m_blocks = (p.m + cfg.block_m - 1) / cfg.block_m;
+  const long long num_n_blocks = (p.n + cfg.block_n - 1) / cfg.block_n;
+  const long long num_tiles = num_m_blocks * num_n_blocks;
+  if (num_tiles > INT_MAX / 2) return cudaErrorInvalidValue;
+  const int entry_idx = find_entry(cfg.block_m, cfg.block_n, p.out_dtype, num_k_blocks, waves_of(num_tiles, cfg));
   const KernelEntry& e = registry()[entry_idx];
   const int sfb_staged_floats = sfb_staged_floats_of(e, num_k_blocks);
   const int k_splits = cfg.k_splits;
@@ -491,11 +503,6 @@ cudaError_t launch_fp8_gemm(const GemmProblem& p, const GemmConfig& cfg, cudaStr
   if (err != cudaSuccess) return err;
   err = ensure_smem_attribute(g_smem_attribute_set[entry_idx][s.dev], e.fn, s.smem_limit);
   if (err != cudaSuccess) return err;
-
-  const long long num_m_blocks = (p.m + e.block_m - 1) / e.block_m;
-  const long long num_n_blocks = (p.n + e.block_n - 1) / e.block_n;
-  const long long num_tiles = num_m_blocks * num_n_blocks;
-  if (num_tiles > INT_MAX / 2) return cudaErrorInvalidValue;
 
   // Split-K: one tile per cluster of k_splits CTAs (the reduction uses its buffer once); tiles x
   // k_splits should not exceed the clusters that fit at once (gemm_config.pick), or the rest wait.

@@ -417,7 +417,7 @@ struct ZeroesUnwrittenRows<Scheduler, std::void_t<decltype(Scheduler::kZeroesUnw
 
 // Whether only the producer runs the scheduler and posts the tiles into a TileRing for the math
 // threads (scheduler.cuh: kPostsTiles): the grouped 256-row tile, whose tiles may also be handed out
-// at run time through Params::tile_counter, and the dense one for K = 513-4096 (the second and third
+// at run time through Params::tile_counter, and the dense one for K = 513-4096 (the second to fourth
 // short-K twins, FP8GEMM_POSTED_LOOP_TILES).
 template <class Scheduler, class = void>
 struct PostsTiles : std::false_type {};
@@ -1111,10 +1111,10 @@ __global__ void __launch_bounds__(GemmTraits<BLOCK_M, BLOCK_N, Epilogue, kPerRow
             advance(stage, phase);
           };
           auto k_block = [&](int kb, auto first_c) { k_block_at(kb, first_c, std::false_type{}); };
-          // Short-K kernels (at most kMaxTileKBlocks k-blocks per tile, K <= 512, 1024 or 1536): one
-          // straight-line copy per k-block count of the twin's span. Without the loop's back edge,
-          // ptxas issues each k-block's barrier wait among the previous promotion's FFMAs (DeepGEMM
-          // compiles K in); the loop below stays as the catch-all.
+          // Short-K kernels (at most kMaxTileKBlocks k-blocks per tile, K <= 512, 1024, 1536 or
+          // 2048): one straight-line copy per k-block count of the twin's span. Without the loop's
+          // back edge, ptxas issues each k-block's barrier wait among the previous promotion's FFMAs
+          // (DeepGEMM compiles K in); the loop below stays as the catch-all.
           // Their last k-block stores wave 0's slice before promoting wave 1, so that the store
           // overlaps the other warpgroup's wgmmas: +0-5% at K = 256-512, never slower, and with
           // the second twin +1-3% at K = 640-1024 over the loop kernel, the third +0.1-1.7% at
@@ -1378,9 +1378,10 @@ __global__ void __launch_bounds__(GemmTraits<BLOCK_M, BLOCK_N, Epilogue, kPerRow
 // 256x128, K <= 512: the two-wave loop's back edge costs 2% there (benchmarks/RESULTS.md, session 44);
 // K = 640..1024: with the early store of the last k-block, +1-3% over the loop kernel (session 49);
 // K = 1040..1536: +0.1-1.7% (4096x24576x1536 +1.0%; session 50). find_entry takes the first twin
-// that fits: a tile runs the copy of its own k-block count only (kShortKTwinSpan). The second and
-// third twins post their tiles (below).
-#define FP8GEMM_SHORT_K_TILES(X) X(256, 128, 4) X(256, 128, 8) X(256, 128, 12)
+// that fits: a tile runs the copy of its own k-block count only (kShortKTwinSpan). The twins from
+// the second one post their tiles (below). The fourth (K = 1552..2048) runs only where the tiles
+// fill kMinWaves16 waves of the SMs (short_k_twin_min_waves).
+#define FP8GEMM_SHORT_K_TILES(X) X(256, 128, 4) X(256, 128, 8) X(256, 128, 12) X(256, 128, 16)
 // Posted loop kernels, X(BM, BN, max k-blocks): the tile's loop kernel with posted tiles
 // (DenseScheduler's kPostTiles), for at most that many k-blocks, after the short-K twins; bf16
 // output only. 256x128 against the unposted kernel, harness, H200 (RESULTS.md, session 53):
@@ -1404,8 +1405,18 @@ struct KernelEntry {
   int sfb_staged_rows = 0;  // rows of B scales staged per tile (GemmTraits::kSfbStagedRows)
   bool scale_ops = false;   // B's scale operand instead of its scales (GemmTraits::kScaleMma)
   int max_k_blocks = 0;     // > 0: launched for at most this many k-blocks (short-K, posted loop)
+  int min_waves = 0;        // launched only where the tiles fill at least this many waves of the SMs
   bool posts_tiles = false;  // the producer posts the tiles into a TileRing (its shared memory)
 };
+
+// The waves of tiles from which a short-K twin is launched. The fourth twin (13-16 k-blocks)
+// against the posted loop kernel, 256x128 pairs, harness, H200 (RESULTS.md, session 54): +0.4 to
+// +1.5% from 23 waves (4096x24576x2048, 4096x32768x1792, 16384x14336x1664, 32768x7168x2048), but
+// -0.8 to -3% up to 15.5 (-2.9 us at 4096x7168x2048): it costs ~2-3 us per launch, as in session
+// 51, where every CTA's first tile fetches its 50 KB of straight-line code. The other twins gain
+// at every wave count.
+constexpr int kMinWaves16 = 20;
+constexpr int short_k_twin_min_waves(int max_k_blocks) { return max_k_blocks > 12 ? kMinWaves16 : 0; }
 
 template <OutDtype kOut>
 using OutElement = typename std::conditional<kOut == OutDtype::kBF16, __nv_bfloat16, float>::type;
@@ -1432,6 +1443,7 @@ KernelEntry make_kernel_entry(OutDtype out) {
   e.sfb_staged_rows = Traits::kSfbStagedRows;
   e.out_elem_bytes = Epi::kElemBytes;
   e.max_k_blocks = MaxTileKBlocks<Scheduler>::value;
+  e.min_waves = short_k_twin_min_waves(e.max_k_blocks);
   e.posts_tiles = detail::PostsTiles<Scheduler>::value;
   return e;
 }

@@ -306,9 +306,10 @@ struct DenseSchedulerParams {
 
 // Short K (kMaxKBlocksArg > 0): the launcher picks this scheduler only when num_k_blocks is at most
 // kMaxKBlocks; the kernel then compiles its k-loop as straight-line code per k-block count, for
-// the kShortKTwinSpan counts up to kMaxKBlocks (1-4, 5-8, 9-12). The launcher takes the first twin
-// that fits, so smaller counts run on an earlier twin; compiling every count from 1 made the twins'
-// object 15x larger (7.7 MB) and gave ptxas a 1.2 KB stack frame in the third twin (session 50).
+// the kShortKTwinSpan counts up to kMaxKBlocks (1-4, 5-8, 9-12, 13-16). The launcher takes the
+// first twin that fits, so smaller counts run on an earlier twin; compiling every count from 1 made
+// the twins' object 15x larger (7.7 MB) and gave ptxas a 1.2 KB stack frame in the third twin
+// (session 50).
 constexpr int kShortKTwinSpan = 4;
 //
 // Posted tiles (kPostTiles; the 256-row tile up to a K: FP8GEMM_POSTED_LOOP_TILES in fp8_gemm_kernel.cuh):
