@@ -274,6 +274,8 @@ int sfb_staged_floats_of(const KernelEntry& e, int num_k_blocks) {
   return e.sfb_staged_rows * ((num_k_blocks + 3) / 4 * 4);
 }
 int sfb_staging_bytes(int sfb_staged_floats) { return 2 * 2 * sfb_staged_floats * 4; }
+// The TileRing of a kernel whose producer posts the tiles (KernelEntry::posts_tiles).
+int tile_ring_bytes(const KernelEntry& e) { return e.posts_tiles ? static_cast<int>(sizeof(TileRing)) : 0; }
 
 // CTAs of the persistent grid of kernel `e`: cfg.num_sms (0: every SM), at most one per tile; with
 // clusters of 2 (cfg.multicast == 2) an even number, at most as many as can be resident at once.
@@ -499,7 +501,7 @@ cudaError_t launch_fp8_gemm(const GemmProblem& p, const GemmConfig& cfg, cudaStr
   LaunchSetup s;
   cudaError_t err = setup_launch(e, cfg, /*min_stages=*/1, &s,
                                  sfb_staging_bytes(sfb_staged_floats) + split_k::smem_bytes(e.block_m, e.block_n, k_splits) +
-                                     (e.posts_tiles ? static_cast<int>(sizeof(TileRing)) : 0));
+                                     tile_ring_bytes(e));
   if (err != cudaSuccess) return err;
   err = ensure_smem_attribute(g_smem_attribute_set[entry_idx][s.dev], e.fn, s.smem_limit);
   if (err != cudaSuccess) return err;
@@ -587,7 +589,7 @@ cudaError_t launch_fp8_grouped_gemm(const GroupedGemmProblem& p, const GemmConfi
   const int sfb_staged_floats = sfb_staged_floats_of(e, num_k_blocks);
   LaunchSetup s;
   cudaError_t err =
-      setup_launch(e, cfg, /*min_stages=*/1, &s, sfb_staging_bytes(sfb_staged_floats) + sizeof(TileRing));
+      setup_launch(e, cfg, /*min_stages=*/1, &s, sfb_staging_bytes(sfb_staged_floats) + tile_ring_bytes(e));
   if (err != cudaSuccess) return err;
 
   // Upper bound of the tiles: contiguous sum_g cdiv(rows_g, BM) <= cdiv(M, BM) + (non-empty groups).

@@ -1380,8 +1380,11 @@ __global__ void __launch_bounds__(GemmTraits<BLOCK_M, BLOCK_N, Epilogue, kPerRow
 // K = 1040..1536: +0.1-1.7% (4096x24576x1536 +1.0%; session 50). find_entry takes the first twin
 // that fits: a tile runs the copy of its own k-block count only (kShortKTwinSpan). The twins from
 // the second one post their tiles (below). The fourth (K = 1552..2048) runs only where the tiles
-// fill kMinWaves16 waves of the SMs (short_k_twin_min_waves).
-#define FP8GEMM_SHORT_K_TILES(X) X(256, 128, 4) X(256, 128, 8) X(256, 128, 12) X(256, 128, 16)
+// fill kMinWaves16 waves of the SMs (short_k_twin_min_waves). Two lists, two translation units
+// that compile in parallel: the fourth twin alone takes as long to compile as the other three.
+#define FP8GEMM_SHORT_K_TILES_TO_12(X) X(256, 128, 4) X(256, 128, 8) X(256, 128, 12)
+#define FP8GEMM_SHORT_K_TILES_16(X) X(256, 128, 16)
+#define FP8GEMM_SHORT_K_TILES(X) FP8GEMM_SHORT_K_TILES_TO_12(X) FP8GEMM_SHORT_K_TILES_16(X)
 // Posted loop kernels, X(BM, BN, max k-blocks): the tile's loop kernel with posted tiles
 // (DenseScheduler's kPostTiles), for at most that many k-blocks, after the short-K twins; bf16
 // output only. 256x128 against the unposted kernel, harness, H200 (RESULTS.md, session 53):
