@@ -1074,7 +1074,8 @@ __global__ void __launch_bounds__(GemmTraits<BLOCK_M, BLOCK_N, Epilogue, kPerRow
           // the last wave's promotion, so that the test's latency hides behind the promotion's FFMAs
           // in every k-block. ptxas does that by itself only inside the unrolled copies, not across
           // the loop's back edge nor in its remainder loop (up to 7 k-blocks of one copy each):
-          // +0.65% at 4096x7168x2048, +0.4% at 4096x7168x4096, even at K >= 7168 (H200, session 54).
+          // +0.65% at 4096x7168x2048, +0.4% at 4096x7168x4096, even at K >= 7168; grouped +0.3-1.6%
+          // on ten of thirteen cases, -2.9% at 256x1024 uneven (H200, session 54).
           // Not in the short-K twins: their straight-line copies get that from ptxas, and with the
           // test they spilled.
           constexpr bool kTestNext = kMaxTileKBlocks == 0;
