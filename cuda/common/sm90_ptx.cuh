@@ -192,35 +192,31 @@ __device__ __forceinline__ void mbar_arrive_expect_tx(uint64_t* bar, uint32_t by
                : "memory");
 }
 
+// Whether the phase with the given parity has completed, by mbarrier.OP (try_wait or test_wait;
+// acquire: a true result makes the phase's data visible). Sets `done`.
+#define FP8GEMM_MBAR_PHASE_DONE(OP, bar, parity, done)                        \
+  asm volatile(                                                               \
+      "{\n"                                                                   \
+      ".reg .pred p;\n"                                                       \
+      "mbarrier." OP ".parity.shared::cta.b64 p, [%1], %2;\n"                 \
+      "selp.u32 %0, 1, 0, p;\n"                                               \
+      "}\n"                                                                   \
+      : "=r"(done)                                                            \
+      : "r"(smem_u32(bar)), "r"(parity)                                       \
+      : "memory")
+
 // Non-blocking test whether the phase with the given parity has completed (the hardware may
 // suspend the thread for a short, implementation-defined time before returning false).
 __device__ __forceinline__ bool mbar_try_wait(uint64_t* bar, uint32_t parity) {
   uint32_t done;
-  asm volatile(
-      "{\n"
-      ".reg .pred p;\n"
-      "mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
-      "selp.u32 %0, 1, 0, p;\n"
-      "}\n"
-      : "=r"(done)
-      : "r"(smem_u32(bar)), "r"(parity)
-      : "memory");
+  FP8GEMM_MBAR_PHASE_DONE("try_wait", bar, parity, done);
   return done != 0;
 }
 
-// Test whether the phase with the given parity has completed, without ever suspending the thread
-// (unlike try_wait). Acquire, as try_wait: a true result makes the phase's data visible.
+// The same test without ever suspending the thread.
 __device__ __forceinline__ bool mbar_test_wait(uint64_t* bar, uint32_t parity) {
   uint32_t done;
-  asm volatile(
-      "{\n"
-      ".reg .pred p;\n"
-      "mbarrier.test_wait.parity.shared::cta.b64 p, [%1], %2;\n"
-      "selp.u32 %0, 1, 0, p;\n"
-      "}\n"
-      : "=r"(done)
-      : "r"(smem_u32(bar)), "r"(parity)
-      : "memory");
+  FP8GEMM_MBAR_PHASE_DONE("test_wait", bar, parity, done);
   return done != 0;
 }
 
