@@ -1075,7 +1075,8 @@ __global__ void __launch_bounds__(GemmTraits<BLOCK_M, BLOCK_N, Epilogue, kPerRow
           // in every k-block. ptxas does that by itself only inside the unrolled copies, not across
           // the loop's back edge nor in its remainder loop (up to 7 k-blocks of one copy each):
           // +0.65% at 4096x7168x2048, +0.4% at 4096x7168x4096, even at K >= 7168; grouped +0.3-1.6%
-          // on ten of thirteen cases, -2.9% at 256x1024 uneven (H200, session 54).
+          // on ten of thirteen cases (H200, session 54; 256x1024 uneven's -2.9% there is within that
+          // case's run-to-run spread, and testing in full narrow tiles only lost elsewhere: session 55).
           // Not in the short-K twins: their straight-line copies get that from ptxas, and with the
           // test they spilled.
           constexpr bool kTestNext = kMaxTileKBlocks == 0;
@@ -1434,8 +1435,8 @@ struct KernelEntry {
 // +1.5% from 23 waves (4096x24576x2048, 4096x32768x1792, 16384x14336x1664, 32768x7168x2048), but
 // -0.8 to -3% up to 15.5 (-2.9 us at 4096x7168x2048): it costs ~2-3 us per launch, as in session
 // 51, where every CTA's first tile fetches its 50 KB of straight-line code. The other twins gain
-// at every wave count. (Measured before the loop kernels' early test of the next stage, which
-// gained them 0.65% at K = 2048: the fourth twin's margin is smaller now, by how much unmeasured.)
+// at every wave count. Against the posted loop kernel with its early test of the next stage
+// (+0.65% at K = 2048), the margin above the gate is 0 to +0.7% (session 55).
 constexpr int kMinWaves16 = 20;
 constexpr int short_k_twin_min_waves(int max_k_blocks) { return max_k_blocks > 12 ? kMinWaves16 : 0; }
 
