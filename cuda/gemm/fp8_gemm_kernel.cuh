@@ -516,7 +516,7 @@ __global__ void __launch_bounds__(GemmTraits<BLOCK_M, BLOCK_N, Epilogue, kPerRow
   TileRing* tile_ring = nullptr;
   int* tile_counter = nullptr;
   if constexpr (kPostsTiles) {
-    tile_counter = sched_params.tile_counter;
+    tile_counter = Scheduler::tile_counter(sched_params);
     tile_ring = reinterpret_cast<TileRing*>(smem_sfb_tiles + 4 * args.sfb_staged_floats);
   }
 

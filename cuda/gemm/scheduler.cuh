@@ -301,7 +301,6 @@ struct DenseSchedulerParams {
   // >= 1, even when clusters of 2 are used.
   BandedOrder order;
   int tail_tiles = 0;  // the last tiles, each run as two 128-row halves (above); 0: none
-  int* tile_counter = nullptr;  // posted tiles (kPostsTiles) take the static order: always null
 };
 
 // Short K (kMaxKBlocksArg > 0): the launcher picks this scheduler only when num_k_blocks is at most
@@ -322,6 +321,8 @@ struct DenseScheduler {
   static constexpr bool kPostsTiles = kPostTiles;
   static constexpr bool kSlotReleasePerThread = true;  // TileReader
   static_assert(!kPostTiles || BLOCK_M == 256, "posted dense tiles: the 256-row tile only");
+  // The run-time order's tile counter (TilePoster): none, posted dense tiles take the static order.
+  __device__ static int* tile_counter(const Params&) { return nullptr; }
   // The 64-row tiles and the split-K tiles read their k-range from the tile (split-K); the others run
   // all of K, as do the 64-row tiles that straddle B-scale blocks (64x192: their staged B scales
   // assume the whole K).
@@ -476,6 +477,8 @@ struct GroupedScheduler {
   // thread: posted, the f32 64x128 kernel spilled 20 bytes.
   static constexpr bool kPostsTiles = BLOCK_M == 256;
   static constexpr bool kSlotReleasePerThread = false;  // TileReader
+  // The run-time order's tile counter (TilePoster; null: the static order).
+  __device__ static int* tile_counter(const Params& params) { return params.tile_counter; }
 
   Params p;  // p.order: the tile order inside a group
   int num_n_blocks;
