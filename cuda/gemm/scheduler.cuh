@@ -8,8 +8,8 @@
 //     depend on params, the indices and gridDim -- and, for grouped layouts, on device memory that
 //     does not change during the kernel). The indices of a CTA increase. A scheduler that declares
 //     `static constexpr bool kPostsTiles = true` runs in the producer alone, which posts the tiles
-//     to the math threads (below); it may take a tile counter for the run-time order
-//     (Params::tile_counter). The others run the static order in every thread.
+//     to the math threads (below); it names the tile counter of the run-time order, if any
+//     (`static int* tile_counter(const Params&)`). The others run the static order in every thread.
 //   * With a cluster of 2 (TMA multicast), CTAs blockIdx.x = 2c and 2c+1 form a cluster. In every
 //     iteration both CTAs of a cluster must run the same number of k-blocks (they share the stage
 //     ring through the empty barriers) and, when `multicast_a` / `multicast_b` is set, work on the
