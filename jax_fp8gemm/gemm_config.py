@@ -191,12 +191,18 @@ _SHARE_A_MIN_K = 1024
 # stores wave 0's slice before promoting wave 1): pairs sharing A measured faster than unpaired
 # tiles where N is wide. K <= 512: 1.0-4.9% on all 11 shapes with M <= 4096 and N >= 16384 (6 held
 # out when the rule was set), equal or up to 2.8% slower at N <= 7168; at M = 8192 mixed (K = 512
-# 1.9-2.8% slower, K = 256-384 1.7-4% faster), so there M > 4096 stays unpaired (session 49).
+# 1.9-2.8% slower, K = 256-384 1.7-4% faster), so there M > 4096 stays unpaired at K = 512
+# (session 49). At K <= 384 pairs win up to M = 8192: +1.3-4.7% on all 8 shapes held out there
+# (M = 6144-8192, N = 16384-32768, K = 128-384); at M = 16384 the sign flips with N (-3.8% at
+# 16384x16384x128, -1.6% at 16384x24576x256, +0.6-1.5% at N = 18432 and 32768): unpaired
+# above 8192 (session 56).
 # K = 640-896: 0.2-4.8% faster on all 10 shapes with N >= 16384, M = 2048-8192; -0.3..+0.8% at
 # N = 7168, 0.2-2.2% slower at N = 4096 (session 50). K >= 1024 pairs by the rule above. (H200, harness,
 # RESULTS.md.)
 _SHORT_K_SHARE_A_MIN_N = 16384
-_SHORT_K_SHARE_A_MAX_M = 4096  # where K <= _FIRST_TWIN_MAX_K
+_SHORT_K_SHARE_A_MAX_M = 4096  # where _SHALLOW_K < K <= _FIRST_TWIN_MAX_K
+_SHALLOW_K = 3 * 128
+_SHALLOW_K_SHARE_A_MAX_M = 8192  # where K <= _SHALLOW_K
 _FIRST_TWIN_MAX_K = 4 * 128  # the first twin's span: kShortKTwinSpan k-blocks (cuda/gemm/scheduler.cuh)
 
 
@@ -209,8 +215,9 @@ def _pairs_share_a(block_m: int, k: int, num_sms: int) -> bool:
 def _forward_pairs_share_a(block_m: int, m: int, n: int, k: int, num_sms: int) -> bool:
     """`_pairs_share_a` for the forward GEMM, whose short-K twins also pair up on wide shapes
     (above)."""
+    max_m = _SHALLOW_K_SHARE_A_MAX_M if k <= _SHALLOW_K else _SHORT_K_SHARE_A_MAX_M
     short_k_pairs = (block_m == 256 and num_sms >= 2 and n >= _SHORT_K_SHARE_A_MIN_N
-                     and (m <= _SHORT_K_SHARE_A_MAX_M or k > _FIRST_TWIN_MAX_K))
+                     and (m <= max_m or k > _FIRST_TWIN_MAX_K))
     return short_k_pairs or _pairs_share_a(block_m, k, num_sms)
 
 
