@@ -189,21 +189,35 @@ _SHARE_A_MIN_K = 1024
 
 # Short K (the forward's 256x128 short-K twins for K <= 512, 1024 and 1536, whose last k-block
 # stores wave 0's slice before promoting wave 1): pairs sharing A measured faster than unpaired
-# tiles where N is wide. K <= 512: 1.0-4.9% on all 11 shapes with M <= 4096 and N >= 16384 (6 held
-# out when the rule was set), equal or up to 2.8% slower at N <= 7168; at M = 8192 mixed (K = 512
-# 1.9-2.8% slower, K = 256-384 1.7-4% faster), so there M > 4096 stays unpaired at K = 512
-# (session 49). At K <= 384 pairs win up to M = 8192: +1.3-4.7% on all 8 shapes held out there
-# (M = 6144-8192, N = 16384-32768, K = 128-384); at M = 16384 the sign flips with N (-3.8% at
-# 16384x16384x128, -1.6% at 16384x24576x256, +0.6-1.5% at N = 18432 and 32768): unpaired
-# above 8192 (session 56).
-# K = 640-896: 0.2-4.8% faster on all 10 shapes with N >= 16384, M = 2048-8192; -0.3..+0.8% at
-# N = 7168, 0.2-2.2% slower at N = 4096 (session 50). K >= 1024 pairs by the rule above. (H200, harness,
-# RESULTS.md.)
+# tiles where N is wide (H200, harness, RESULTS.md).
+# The first twin (K <= 512):
+# - N >= 16384: +1.0-4.9% on all 11 shapes with M <= 4096 (6 held out when the rule was set). At
+#   M = 8192, K = 512 is 1.9-3.2% slower, while K <= 384 gained 1.3-4.7% on all 8 shapes held out
+#   there (M = 6144-8192, K = 128-384). At M = 16384 the sign flips with N (-3.8% at
+#   16384x16384x128, +0.6-1.5% at N = 18432 and 32768). So pairs up to M = 4096 at K = 512, and
+#   up to M = 8192 at K <= 384 (sessions 49, 56).
+# - N = 10240-15360, K = 256-512: faster on 22 of 26 shapes (+0.3-3.0%), even on 3, -0.9% at
+#   2048x11008x512. At K = 128 (one k-block), -0.9% and -4.8% (4096x15360x128, 8192x13824x128):
+#   there pairs start at N = 16384 (session 56).
+# - N <= 9216: even (-0.8..+1.2% at N = 9216; session 56) or up to 2.8% slower (N <= 7168; session 49).
+# The second twin (K = 640-896): +0.2-4.8% on all 10 shapes with N >= 16384, M = 2048-8192;
+# -0.3..+0.8% at N = 7168, 0.2-2.2% slower at N = 4096 (session 50). K >= 1024 pairs by the rule
+# above.
 _SHORT_K_SHARE_A_MIN_N = 16384
+_FIRST_TWIN_SHARE_A_MIN_N = 10240  # where K > 128
 _SHORT_K_SHARE_A_MAX_M = 4096  # where _SHALLOW_K < K <= _FIRST_TWIN_MAX_K
 _SHALLOW_K = 3 * 128
 _SHALLOW_K_SHARE_A_MAX_M = 8192  # where K <= _SHALLOW_K
 _FIRST_TWIN_MAX_K = 4 * 128  # the first twin's span: kShortKTwinSpan k-blocks (cuda/gemm/scheduler.cuh)
+
+
+def _short_k_pairs_share_a(m: int, n: int, k: int) -> bool:
+    """Whether the short-K twins' pairs sharing A measured faster at this shape (above)."""
+    if k > _FIRST_TWIN_MAX_K:
+        return n >= _SHORT_K_SHARE_A_MIN_N
+    min_n = _FIRST_TWIN_SHARE_A_MIN_N if k > 128 else _SHORT_K_SHARE_A_MIN_N
+    max_m = _SHALLOW_K_SHARE_A_MAX_M if k <= _SHALLOW_K else _SHORT_K_SHARE_A_MAX_M
+    return n >= min_n and m <= max_m
 
 
 def _pairs_share_a(block_m: int, k: int, num_sms: int) -> bool:
@@ -215,9 +229,7 @@ def _pairs_share_a(block_m: int, k: int, num_sms: int) -> bool:
 def _forward_pairs_share_a(block_m: int, m: int, n: int, k: int, num_sms: int) -> bool:
     """`_pairs_share_a` for the forward GEMM, whose short-K twins also pair up on wide shapes
     (above)."""
-    max_m = _SHALLOW_K_SHARE_A_MAX_M if k <= _SHALLOW_K else _SHORT_K_SHARE_A_MAX_M
-    short_k_pairs = (block_m == 256 and num_sms >= 2 and n >= _SHORT_K_SHARE_A_MIN_N
-                     and (m <= max_m or k > _FIRST_TWIN_MAX_K))
+    short_k_pairs = block_m == 256 and num_sms >= 2 and _short_k_pairs_share_a(m, n, k)
     return short_k_pairs or _pairs_share_a(block_m, k, num_sms)
 
 
