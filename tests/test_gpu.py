@@ -170,6 +170,8 @@ GEMM_SHAPES = [
     # odd shapes
     (1, 2112, 7168), (7, 4096, 512), (63, 24576, 1536), (129, 2112, 1552), (4095, 7168, 512),
     (300, 160, 144), (1000, 8, 128), (257, 1000, 272),
+    # the first short-K twin in CTA pairs sharing A, as gemm_config picks it at M > 4096, N < 16384
+    (6144, 11008, 384),
 ]
 
 
