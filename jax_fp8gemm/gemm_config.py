@@ -432,7 +432,30 @@ def pick(m: int, n: int, k: int, out_dtype, num_sms: int,
                 yield bm, bn, waves, _tile_factor(bm, bn, k, out_dtype, waves)
 
     config = _cheapest(candidates(), num_sms)
-    return _share_a_on_256_rows(config, _forward_pairs_share_a(config.block_m, m, n, k, num_sms))
+    config = _share_a_on_256_rows(config, _forward_pairs_share_a(config.block_m, m, n, k, num_sms))
+    return _pairs_for_rows_off_sectors(config, m, k, num_sms)
+
+
+# K an odd multiple of 16 (K = 16 mod 32): every other row of A and B starts 16 bytes into a
+# 32-byte sector, and the TMA loads of an unpaired tile run far slower than at K + 16: 4096x2112x6928
+# on 128x176 152.2 us against 94.9 at K = 6944, 2048x7168x1008 on 256x128 41.8 against 31.1, the
+# 128-row tiles 34-60% slower on seven shapes (the decode tiles 5-34%). Pairs halve one operand's
+# loads per CTA and take back most of it: the 256x128 tile sharing A 24-30% faster than unpaired
+# (11 shapes, K = 496-6928), the 128-row tiles sharing B 12-28% faster (7 shapes: M = 256-8192,
+# N = 2112-14336, K = 2064-7184). (H200, harness; RESULTS.md, session 56.) The tile stays the
+# wave model's; a 128-row tile pairs where M has two M-blocks at least.
+_SECTOR_BYTES = 32
+
+
+def _pairs_for_rows_off_sectors(config: GemmConfig, m: int, k: int, num_sms: int) -> GemmConfig:
+    """`config` in CTA pairs where K = 16 mod 32 makes unpaired loads slow (above)."""
+    if k % _SECTOR_BYTES == 0 or num_sms < 2 or config.multicast != 1 or config.k_splits != 1:
+        return config
+    if config.block_m == 256:
+        return dataclasses.replace(config, multicast=2, multicast_a=1)
+    if config.block_m == 128 and m > 128:
+        return dataclasses.replace(config, multicast=2, multicast_a=0)
+    return config
 
 
 # (block_m, block_n) pairs compiled for the grouped kernels: kCompiledGroupedTiles in

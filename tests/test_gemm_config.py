@@ -184,6 +184,21 @@ def test_large_shapes_take_the_256_row_tiles():
     assert gc.pick_wgrad(4096, 7168, 32768, 132, g=8, k_grouped=True).block_m == 256
 
 
+def test_pairs_where_rows_start_off_sectors():
+    """K = 16 mod 32: unpaired loads are slow, so the wave model's tile runs in pairs (the
+    256-row tile sharing A, the 128-row tiles sharing B; RESULTS.md, session 56); decode tiles and
+    aligned K are left alone."""
+    for m, n, k, tile, mode in ((4096, 2112, 6928, (128, 176), (2, 0)), (2048, 7168, 1008, (256, 128), (2, 1)),
+                                (256, 7168, 6928, (128, 112), (2, 0)), (4096, 2112, 6944, (128, 176), (1, 0)),
+                                (2048, 7168, 992, (256, 128), (1, 0))):
+        c = gc.pick(m, n, k, jnp.bfloat16, 132)
+        assert ((c.block_m, c.block_n), (c.multicast, c.multicast_a)) == (tile, mode), (m, n, k)
+        assert gc.pick(m, n, k, jnp.bfloat16, 1).multicast == 1
+    for m in (1, 16, 64, 128):
+        c = gc.pick(m, 7168, 6928, jnp.bfloat16, 132)
+        assert c.block_m <= 128 and c.multicast == 1, (m, c)
+
+
 def test_pairs_share_a_only_where_it_measured_faster():
     """A multicast over CTA pairs: +0.7-2% on the 256x128 tile from K = 2048 up, -0.3% at K = 512
     (RESULTS.md, session 19); a pair needs two SMs. The short-K twins pair up where N is wide: at
