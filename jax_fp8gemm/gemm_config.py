@@ -437,12 +437,12 @@ def pick(m: int, n: int, k: int, out_dtype, num_sms: int,
 
 
 # K an odd multiple of 16 (K = 16 mod 32): every other row of A and B starts 16 bytes into a
-# 32-byte sector, and the TMA loads of an unpaired tile run far slower than at K + 16: 4096x2112x6928
-# on 128x176 152.2 us against 94.9 at K = 6944, 2048x7168x1008 on 256x128 41.8 against 31.1, the
-# 128-row tiles 34-60% slower on seven shapes (the decode tiles 5-34%). Pairs halve one operand's
-# loads per CTA and take back most of it: the 256x128 tile sharing A 24-30% faster than unpaired
-# (11 shapes, K = 496-6928), the 128-row tiles sharing B 12-28% faster (7 shapes: M = 256-8192,
-# N = 2112-14336, K = 2064-7184). (H200, harness; RESULTS.md, session 56.) The tile stays the
+# 32-byte sector, and the TMA loads of an unpaired tile take 34-61% longer than at K + 16 (4096x2112x6928
+# on 128x176: 152.2 us against 94.9 at K = 6944; 2048x7168x1008 on 256x128: 41.8 against 31.1;
+# the decode tiles 5-34%). Pairs halve one operand's loads per CTA and take back most of it: the
+# 256x128 tile sharing A +15-42% over unpaired (18 shapes, K = 496-6928), the 128-row tiles sharing
+# B +14-39% (7 shapes: M = 256-8192, N = 2112-14336, K = 2064-7184; sharing A is within 10%).
+# (H200, harness; the package +18-39% on eight shapes: RESULTS.md, session 56.) The tile stays the
 # wave model's; a 128-row tile pairs where M has two M-blocks at least.
 _SECTOR_BYTES = 32
 
