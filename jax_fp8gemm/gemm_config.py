@@ -200,11 +200,11 @@ _SHARE_A_MIN_K = 1024
 #   2048x11008x512. At K = 128 (one k-block), -0.9% and -4.8% (4096x15360x128, 8192x13824x128):
 #   there pairs start at N = 16384 (session 56).
 # - N <= 9216: even (-0.8..+1.2% at N = 9216; session 56) or up to 2.8% slower (N <= 7168; session 49).
-# The second twin (K = 640-896): +0.2-4.8% on all 10 shapes with N >= 16384, M = 2048-8192;
-# -0.3..+0.8% at N = 7168, 0.2-2.2% slower at N = 4096 (session 50). K >= 1024 pairs by the rule
-# above.
-_SHORT_K_SHARE_A_MIN_N = 16384
-_FIRST_TWIN_SHARE_A_MIN_N = 10240  # where K > 128
+# The second twin (K = 528-1008): +0.2-4.8% on all 10 shapes with N >= 16384, M = 2048-8192;
+# -0.3..+0.8% at N = 7168, 0.2-2.2% slower at N = 4096 (session 50); at N = 10240-14336 +0.5-5.9% on
+# all 14 shapes (M = 2048-8192; session 56, harness only). K >= 1024 pairs by the rule above.
+_SHORT_K_SHARE_A_MIN_N = 10240
+_ONE_K_BLOCK_SHARE_A_MIN_N = 16384  # K <= 128
 _SHORT_K_SHARE_A_MAX_M = 4096  # where _SHALLOW_K < K <= _FIRST_TWIN_MAX_K
 _SHALLOW_K = 3 * 128
 _SHALLOW_K_SHARE_A_MAX_M = 8192  # where K <= _SHALLOW_K
@@ -213,11 +213,11 @@ _FIRST_TWIN_MAX_K = 4 * 128  # the first twin's span: kShortKTwinSpan k-blocks (
 
 def _short_k_pairs_share_a(m: int, n: int, k: int) -> bool:
     """Whether the short-K twins' pairs sharing A measured faster at this shape (above)."""
+    if n < (_ONE_K_BLOCK_SHARE_A_MIN_N if k <= 128 else _SHORT_K_SHARE_A_MIN_N):
+        return False
     if k > _FIRST_TWIN_MAX_K:
-        return n >= _SHORT_K_SHARE_A_MIN_N
-    min_n = _FIRST_TWIN_SHARE_A_MIN_N if k > 128 else _SHORT_K_SHARE_A_MIN_N
-    max_m = _SHALLOW_K_SHARE_A_MAX_M if k <= _SHALLOW_K else _SHORT_K_SHARE_A_MAX_M
-    return n >= min_n and m <= max_m
+        return True
+    return m <= (_SHALLOW_K_SHARE_A_MAX_M if k <= _SHALLOW_K else _SHORT_K_SHARE_A_MAX_M)
 
 
 def _pairs_share_a(block_m: int, k: int, num_sms: int) -> bool:

@@ -203,9 +203,8 @@ def test_pairs_share_a_only_where_it_measured_faster():
     """A multicast over CTA pairs: +0.7-2% on the 256x128 tile from K = 2048 up, -0.3% at K = 512
     (RESULTS.md, session 19); a pair needs two SMs. The short-K twins pair up where N is wide: at
     K <= 512 where M is at most 4096 (+1.0-4.9%, session 49), at K <= 384 up to M = 8192 (+1.3-4.7%,
-    session 56), at K = 640-896 for any M (+0.2-4.8%, session 50); the first twin (K <= 512) from
-    N = 10240 where K > 128 (session 56). Not at smaller N, nor at K = 512 with M > 4096, nor at
-    K <= 384 with M > 8192."""
+    session 56), at K = 640-896 for any M (+0.2-4.8%, session 50); from N = 10240 where K > 128
+    (session 56). Not at smaller N, nor at K = 512 with M > 4096, nor at K <= 384 with M > 8192."""
     for m, n, k, paired in ((4096, 32768, 16384, True), (4096, 32768, 2048, True), (4096, 32768, 1024, True),
                             (4096, 32768, 768, True), (8192, 32768, 640, True), (2048, 18432, 640, True),
                             (4096, 7168, 768, False), (8192, 4096, 640, False), (4096, 32768, 512, True),
@@ -214,7 +213,7 @@ def test_pairs_share_a_only_where_it_measured_faster():
                             (8192, 7168, 256, False), (16384, 16384, 128, False), (6144, 32768, 512, False),
                             (4096, 11008, 256, True), (3072, 13824, 384, True), (8192, 15360, 384, True),
                             (8192, 13824, 128, False), (4096, 9216, 512, False), (8192, 11008, 512, False),
-                            (4096, 11008, 768, False)):
+                            (4096, 11008, 768, True), (8192, 10240, 896, True), (4096, 9216, 768, False)):
         c = gc.pick(m, n, k, jnp.bfloat16, 132)
         assert (c.block_m, c.block_n) == (256, 128), (m, n, k)
         assert (c.multicast, c.multicast_a) == ((2, 1) if paired else (1, 0)), (m, n, k)
