@@ -5,9 +5,10 @@
     dgrad    dx = dy @ w.T     dy: 1x128 groups along N,     w: the same 128x128 blocks
     wgrad    dw = x.T @ dy     x, dy: 1x128 groups along the token axis (contracted), FP32 out
 
-Scales are computed per block on the fly: no state to thread through a training loop. Axes the
-kernels need in multiples of 16 (K forward, N in dgrad, tokens in wgrad) are zero-padded here,
-which changes no result.
+Scales are computed per block on the fly: no state to thread through a training loop. The axis
+each GEMM contracts (K forward, N in dgrad, tokens in wgrad) is zero-padded to a multiple of 32 by
+the quantizer that writes the FP8 operand (`align`), which changes no result and copies nothing:
+the kernels need a multiple of 16, and load rows that start on 32-byte sectors faster.
 
 Sharding: forward and backward are built from the sharded primitives, so a data-parallel (M),
 tensor-parallel (N or K) or expert-parallel (G) layout stays sharded through the backward pass
@@ -29,16 +30,27 @@ from .quantize import (quantize_blockwise_transpose, quantize_blockwise_transpos
                        quantize_rowwise_transpose)
 from .wgrad import gemm_wgrad, grouped_gemm_wgrad
 
-_ALIGN = 16
+# The contracted axis of every FP8 operand, zero-padded by its quantizer to a multiple of ALIGN:
+# TMA wants rows of a multiple of 16 bytes, and at K = 16 mod 32 every other row starts mid-sector
+# and the GEMMs load 20-45% slower (grouped and k-grouped wgrad; RESULTS.md, sessions 56-57).
+ALIGN = 32
+# The GEMMs store their output rows with TMA, a multiple of 16 bytes: 8 bf16 elements. A model axis
+# that becomes an output row (either axis of a weight; dy's last, for wgrad) and is not a multiple
+# of 8 is zero-padded here and the results are cut back: copies, for model widths that are rare.
+STORE_ALIGN = 8
 
 
-def _pad_to(x, axis, multiple=_ALIGN):
-    extra = -x.shape[axis] % multiple
-    if extra == 0:
-        return x
-    pad = [(0, 0)] * x.ndim
-    pad[axis] = (0, extra)
-    return jnp.pad(x, pad)
+def pad_for_store(v, *axes):
+    pad = [(0, -v.shape[a] % STORE_ALIGN if a % v.ndim in [b % v.ndim for b in axes] else 0)
+           for a in range(v.ndim)]
+    return jnp.pad(v, pad) if any(p for _, p in pad) else v
+
+
+def cut(v, *sizes):
+    """v cut to `sizes` along its last len(sizes) axes (where pad_for_store padded them)."""
+    if v.shape[v.ndim - len(sizes):] == tuple(sizes):
+        return v
+    return v[(..., *(slice(0, s) for s in sizes))]
 
 
 def _varying(aval) -> frozenset:
@@ -93,9 +105,10 @@ def _grad_dtype(x):
 # ------------------------------------------------------------------ fp8_dot
 # Forward, for a call that is not differentiated: nothing to keep for a backward pass.
 def _forward(x2, w):
-    a, a_s = quantize_rowwise(_pad_to(x2, -1))
-    b, b_s = quantize_blockwise_transposed(_pad_to(w, 0))  # w^T's [N, K] blocks, no copy of w^T
-    return gemm(a, a_s, b, b_s, out_dtype=_out_dtype(x2, w))
+    a, a_s = quantize_rowwise(x2, align=ALIGN)
+    # w^T's [N, K] blocks, no copy of w^T
+    b, b_s = quantize_blockwise_transposed(pad_for_store(w, 1), align=ALIGN)
+    return cut(gemm(a, a_s, b, b_s, out_dtype=_out_dtype(x2, w)), w.shape[1])
 
 
 def fp8_dot(x: jax.Array, w: jax.Array) -> jax.Array:
@@ -116,27 +129,24 @@ def _fp8_dot(x, w, x_type, w_type):
 def _fp8_dot_fwd(x, w, x_type, w_type):
     # One pass over each input gives the forward operand and the one the backward pass needs:
     # x in 1x128 groups along K (forward) and along tokens (wgrad); w in 128x128 blocks as [N, K]
-    # (forward) and [K, N] (dgrad). Only the FP8 copies are kept for the backward pass.
+    # (forward) and [K, N] (dgrad). Only the FP8 copies are kept for the backward pass. Each comes
+    # padded along the axis its GEMM contracts: a [T, K'], xt [K, T'], wq [K, N'], b [N, K'].
     k, n = w.shape
-    x2 = x.reshape(-1, k)
-    tokens = x2.shape[0]
-    a, a_s, xt, xt_s = quantize_rowwise_transpose(_pad_to(_pad_to(x2, -1), 0))
-    wq, wq_s, b, b_s = quantize_blockwise_transpose(_pad_to(_pad_to(w, 0), 1))
-    y = gemm(a, a_s, b, b_s, out_dtype=_out_dtype(x, w))[:tokens, :n]
+    a, a_s, xt, xt_s = quantize_rowwise_transpose(x.reshape(-1, k), align=ALIGN)
+    wq, wq_s, b, b_s = quantize_blockwise_transpose(pad_for_store(w, 0, 1), align=ALIGN)
+    y = cut(gemm(a, a_s, b, b_s, out_dtype=_out_dtype(x, w)), n)
     return y.reshape(*x.shape[:-1], n), (xt, xt_s, wq, wq_s)
 
 
 def _fp8_dot_bwd(x_type, w_type, res, dy):
     xt, xt_s, wq, wq_s = res
     k, n = w_type.shape
-    dy2 = dy.reshape(-1, n)
-    tokens = dy2.shape[0]
     # dy in 1x128 groups along N (dgrad) and along tokens (wgrad), one pass.
-    d, d_s, dt, dt_s = quantize_rowwise_transpose(_pad_to(_pad_to(dy2, -1), 0))
+    d, d_s, dt, dt_s = quantize_rowwise_transpose(pad_for_store(dy.reshape(-1, n), 1), align=ALIGN)
     # dgrad: dy [M, N] @ w [K, N].T, the weight blocks in their other orientation.
-    dx = gemm(d, d_s, wq, wq_s, out_dtype=_grad_dtype(dy))[:tokens, :k]
+    dx = cut(gemm(d, d_s, wq, wq_s, out_dtype=_grad_dtype(dy)), k)
     # wgrad: x.T [K, M] @ dy.T [N, M].T, both grouped along the token axis M.
-    dw = gemm_wgrad(xt, xt_s, dt, dt_s, out_dtype=_grad_dtype(w_type))[:k, :n]
+    dw = cut(gemm_wgrad(xt, xt_s, dt, dt_s, out_dtype=_grad_dtype(w_type)), n)
     return _like_primal(dx.reshape(x_type.shape), x_type), _like_primal(dw, w_type)
 
 
@@ -184,30 +194,29 @@ def _ragged(lhs, rhs, group_sizes):
 
 @functools.partial(jax.custom_vjp, nondiff_argnums=(3, 4))
 def _ragged_vjp(lhs, rhs, group_sizes, lhs_type, rhs_type):
-    a, a_s = quantize_rowwise(_pad_to(lhs, -1))
-    b, b_s = quantize_blockwise_transposed(_pad_to(rhs, 1))  # [G, N, K]
-    return grouped_gemm(a, a_s, b, b_s, group_sizes, out_dtype=_out_dtype(lhs, rhs))
+    a, a_s = quantize_rowwise(lhs, align=ALIGN)
+    b, b_s = quantize_blockwise_transposed(pad_for_store(rhs, 2), align=ALIGN)  # [G, N, K']
+    return cut(grouped_gemm(a, a_s, b, b_s, group_sizes, out_dtype=_out_dtype(lhs, rhs)), rhs.shape[2])
 
 
 def _ragged_fwd(lhs, rhs, group_sizes, lhs_type, rhs_type):
     # As fp8_dot: lhs quantized along K (forward) and along tokens (wgrad), rhs blocks as
-    # [G, N, K] (forward) and [G, K, N] (dgrad), each in one pass; the FP8 copies are kept.
-    m, n = lhs.shape[0], rhs.shape[2]
-    a, a_s, lt, lt_s = quantize_rowwise_transpose(_pad_to(_pad_to(lhs, -1), 0))
-    rq, rq_s, b, b_s = quantize_blockwise_transpose(_pad_to(_pad_to(rhs, 1), 2))
-    y = grouped_gemm(a, a_s, b, b_s, group_sizes, out_dtype=_out_dtype(lhs, rhs))[:m, :n]
+    # [G, N, K] (forward) and [G, K, N] (dgrad), each in one pass; the FP8 copies are kept
+    # (padded along their contracted axes, as in fp8_dot).
+    a, a_s, lt, lt_s = quantize_rowwise_transpose(lhs, align=ALIGN)
+    rq, rq_s, b, b_s = quantize_blockwise_transpose(pad_for_store(rhs, 1, 2), align=ALIGN)
+    y = cut(grouped_gemm(a, a_s, b, b_s, group_sizes, out_dtype=_out_dtype(lhs, rhs)), rhs.shape[2])
     return y, (lt, lt_s, rq, rq_s, group_sizes)
 
 
 def _ragged_bwd(lhs_type, rhs_type, res, dy):
     lt, lt_s, rq, rq_s, group_sizes = res
-    m, k = lhs_type.shape
-    n = rhs_type.shape[2]
-    d, d_s, dt, dt_s = quantize_rowwise_transpose(_pad_to(_pad_to(dy, -1), 0))
+    k, n = rhs_type.shape[1:]
+    d, d_s, dt, dt_s = quantize_rowwise_transpose(pad_for_store(dy, 1), align=ALIGN)
     # dgrad: row r of dy times rhs[g(r)] [K, N] read as [N'=K, K'=N] blockwise.
-    dlhs = grouped_gemm(d, d_s, rq, rq_s, group_sizes, out_dtype=_grad_dtype(dy))[:m, :k]
+    dlhs = cut(grouped_gemm(d, d_s, rq, rq_s, group_sizes, out_dtype=_grad_dtype(dy)), k)
     # wgrad: per group, lhs_g.T [K, M_g] @ dy_g [M_g, N], 1x128 along tokens.
-    drhs = grouped_gemm_wgrad(lt, lt_s, dt, dt_s, group_sizes, out_dtype=_grad_dtype(rhs_type))[:, :k, :n]
+    drhs = cut(grouped_gemm_wgrad(lt, lt_s, dt, dt_s, group_sizes, out_dtype=_grad_dtype(rhs_type)), n)
     no_grad = np.zeros(group_sizes.shape, dtype=jax.dtypes.float0)  # integer input
     return _like_primal(dlhs, lhs_type), _like_primal(drhs, rhs_type), no_grad
 

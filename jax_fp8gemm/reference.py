@@ -66,32 +66,48 @@ def _pad_axis(x: jax.Array, axis: int, multiple: int) -> jax.Array:
     return jnp.pad(x, pad)
 
 
-def quantize_rowwise(x: jax.Array, pow2_scale: bool = False) -> tuple[jax.Array, jax.Array]:
-    """x [..., K] -> q [..., K] e4m3, s [..., cdiv(K,128)] f32 (1x128 groups along K)."""
+def padded(size: int, align: int) -> int:
+    """An FP8 operand's row length: `size` zero-padded to a multiple of `align` (the quantizers'
+    `align`; the padding stays inside the last 128-group for align <= 128)."""
+    return cdiv(size, align) * align
+
+
+# Every quantizer takes `align`: its FP8 outputs' last axis comes zero-padded to a multiple of it,
+# i.e. the values are those of x padded with zeros (which changes no scale). The math below works
+# on 128-padded groups anyway, so the padding is a longer slice of the same values.
+def quantize_rowwise(x: jax.Array, pow2_scale: bool = False, align: int = 1) -> tuple[jax.Array, jax.Array]:
+    """x [..., K] -> q [..., padded(K, align)] e4m3, s [..., cdiv(K,128)] f32 (1x128 groups along K)."""
     k = x.shape[-1]
     kb = cdiv(k, GROUP)
     g = _pad_axis(x.astype(jnp.float32), -1, GROUP).reshape(*x.shape[:-1], kb, GROUP)
     s = scale_from_amax(group_amax(g, -1), pow2_scale)
-    q = _to_fp8(g * _reciprocal(s)[..., None]).reshape(*x.shape[:-1], kb * GROUP)[..., :k]
+    q = _to_fp8(g * _reciprocal(s)[..., None]).reshape(*x.shape[:-1], kb * GROUP)[..., :padded(k, align)]
     return q, s
 
 
-def quantize_blockwise(w: jax.Array, pow2_scale: bool = False) -> tuple[jax.Array, jax.Array]:
-    """w [..., N, K] -> q [..., N, K] e4m3, s [..., cdiv(N,128), cdiv(K,128)] f32."""
+def _quantize_blocks(w: jax.Array, pow2_scale: bool) -> tuple[jax.Array, jax.Array]:
+    """w [..., N, K] -> q [..., 128 cdiv(N,128), 128 cdiv(K,128)] (zero-padded blocks), s."""
     *lead, n, k = w.shape
     nb, kb = cdiv(n, GROUP), cdiv(k, GROUP)
     g = _pad_axis(_pad_axis(w.astype(jnp.float32), -1, GROUP), -2, GROUP)
     g = g.reshape(*lead, nb, GROUP, kb, GROUP)
     s = scale_from_amax(group_amax(g, (-3, -1)), pow2_scale)
     q = _to_fp8(g * _reciprocal(s)[..., :, None, :, None]).reshape(*lead, nb * GROUP, kb * GROUP)
-    return q[..., :n, :k], s
+    return q, s
 
 
-def quantize_rowwise_transpose(x: jax.Array, pow2_scale: bool = False):
+def quantize_blockwise(w: jax.Array, pow2_scale: bool = False, align: int = 1) -> tuple[jax.Array, jax.Array]:
+    """w [..., N, K] -> q [..., N, padded(K, align)] e4m3, s [..., cdiv(N,128), cdiv(K,128)] f32."""
+    n, k = w.shape[-2:]
+    q, s = _quantize_blocks(w, pow2_scale)
+    return q[..., :n, :padded(k, align)], s
+
+
+def quantize_rowwise_transpose(x: jax.Array, pow2_scale: bool = False, align: int = 1):
     """x [..., R, C] -> (q, s) = quantize_rowwise(x) and (qt, st) = quantize_rowwise(x^T): the
     row-wise operand and the transposed one (1x128 groups along R) of one tensor."""
-    q, s = quantize_rowwise(x, pow2_scale)
-    qt, st = quantize_rowwise(jnp.swapaxes(x, -1, -2), pow2_scale)
+    q, s = quantize_rowwise(x, pow2_scale, align)
+    qt, st = quantize_rowwise(jnp.swapaxes(x, -1, -2), pow2_scale, align)
     return q, s, qt, st
 
 
@@ -134,11 +150,13 @@ def activation_grad(g: jax.Array, u: jax.Array, activation: str) -> jax.Array:
     return (g.astype(jnp.float32) * ACTIVATIONS[activation][1](u.astype(jnp.float32))).astype(g.dtype)
 
 
-def quantize_blockwise_transpose(w: jax.Array, pow2_scale: bool = False):
+def quantize_blockwise_transpose(w: jax.Array, pow2_scale: bool = False, align: int = 1):
     """w [..., R, C] -> (q, s) = quantize_blockwise(w) and its transpose (qt, st) = (q^T, s^T),
     which is quantize_blockwise(w^T): a 128x128 block has one scale in either orientation."""
-    q, s = quantize_blockwise(w, pow2_scale)
-    return q, s, jnp.swapaxes(q, -1, -2), jnp.swapaxes(s, -1, -2)
+    r, c = w.shape[-2:]
+    q, s = _quantize_blocks(w, pow2_scale)
+    qt = jnp.swapaxes(q, -1, -2)
+    return q[..., :r, :padded(c, align)], s, qt[..., :c, :padded(r, align)], jnp.swapaxes(s, -1, -2)
 
 
 def dequantize_rowwise(q: jax.Array, s: jax.Array) -> jax.Array:

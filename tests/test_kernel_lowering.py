@@ -4,6 +4,7 @@ reach their kernels. Catches errors in the Python side of the kernel calls (argu
 shapes handed to jax.ffi.ffi_call) before a GPU ever runs them."""
 
 import re
+import warnings
 
 import jax
 import jax.numpy as jnp
@@ -48,6 +49,47 @@ TRAINING = "fp8gemm_gemm fp8gemm_gemm_wgrad fp8gemm_quantize_transpose"
 ])
 def test_training_paths_lower_to_kernels(kernels_on, name, fn, args, want):
     assert set(want.split()) <= cuda_targets(fn, *args), name
+
+
+# Odd shapes: T = 1000 tokens, K = 200, N = 296, F = 136: none a multiple of 32 (the contracted axes
+# are padded by the quantizers), the model widths multiples of 8 (rows the GEMMs can store).
+XO, WO = jax.ShapeDtypeStruct((1000, 200), jnp.bfloat16), jax.ShapeDtypeStruct((200, 296), jnp.bfloat16)
+WO2, WO3 = jax.ShapeDtypeStruct((296, 136), jnp.bfloat16), jax.ShapeDtypeStruct((2, 200, 296), jnp.bfloat16)
+
+
+@pytest.mark.parametrize("name,fn,args", [
+    ("fp8_dot", jax.grad(_loss(fg.fp8_dot), argnums=(0, 1)), (XO, WO)),
+    ("fp8_dot forward", fg.fp8_dot, (XO, WO)),
+    ("fp8_mlp", jax.grad(_loss(fg.fp8_mlp), argnums=(0, 1, 2)), (XO, WO, WO2)),
+    ("fp8_mlp forward", fg.fp8_mlp, (XO, WO, WO2)),
+    ("ragged_dot", jax.grad(_loss(fg.ragged_dot), argnums=(0, 1)), (XO, WO3, SIZES)),
+])
+def test_training_paths_copy_nothing_to_pad(kernels_on, name, fn, args):
+    """At shapes no GEMM takes as they are, the quantizers write the FP8 operands zero-padded
+    (align), and every GEMM's output has the op's own shape: no pad of an input and no slice of a
+    result (bf16 or FP8 copies) anywhere in the training step."""
+    text = jax.jit(fn).trace(*args).lower(lowering_platforms=("cuda",)).as_text()
+    copies = re.findall(r"stablehlo\.(?:pad|slice)\b[^\n]*(?:bf16|f8E4M3FN)>", text)
+    assert "fp8gemm_" in text and not copies, copies
+
+
+# Model widths that are not multiples of 8 (K = 201, N = 300, F = 130): the weights (and dy) are
+# padded to 8 for the GEMMs' output rows and the results cut back; every GEMM still runs its kernel.
+XW, WW = jax.ShapeDtypeStruct((1000, 201), jnp.bfloat16), jax.ShapeDtypeStruct((201, 300), jnp.bfloat16)
+WW2, WW3 = jax.ShapeDtypeStruct((300, 130), jnp.bfloat16), jax.ShapeDtypeStruct((2, 201, 300), jnp.bfloat16)
+
+
+@pytest.mark.parametrize("name,fn,args,want", [
+    ("fp8_dot", jax.grad(_loss(fg.fp8_dot), argnums=(0, 1)), (XW, WW), TRAINING),
+    ("fp8_mlp", jax.grad(_loss(fg.fp8_mlp), argnums=(0, 1, 2)), (XW, WW, WW2), TRAINING),
+    ("fp8_mlp forward", fg.fp8_mlp, (XW, WW, WW2), "fp8gemm_gemm"),
+    ("ragged_dot", jax.grad(_loss(fg.ragged_dot), argnums=(0, 1)), (XW, WW3, SIZES),
+     "fp8gemm_grouped_gemm fp8gemm_grouped_gemm_wgrad"),
+])
+def test_odd_model_widths_reach_the_kernels(kernels_on, name, fn, args, want):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a reference fallback warns
+        assert set(want.split()) <= cuda_targets(fn, *args), name
 
 
 def _result_types(fn, target, *args):

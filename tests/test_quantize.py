@@ -171,6 +171,65 @@ def test_quantize_blockwise_transposed_is_quantize_blockwise_of_the_transpose(rn
         fg.quantize_blockwise_transposed(jnp.zeros((8, 8), jnp.int8))
 
 
+# Each quantizer with align, as (op, its outputs from x padded explicitly): every FP8 output is the
+# one of x zero-padded along that output's last axis (a transposed output: along x's rows).
+def _pad(x, axis, align):
+    extra = -x.shape[axis] % align
+    return jnp.pad(x, [(0, extra if a == axis % x.ndim else 0) for a in range(x.ndim)])
+
+
+ALIGNED_OPS = {
+    "rowwise": (lambda x, a: fg.quantize_rowwise(x, align=a),
+                lambda x, a: fg.quantize_rowwise(_pad(x, -1, a))),
+    "blockwise": (lambda x, a: fg.quantize_blockwise(x, align=a),
+                  lambda x, a: fg.quantize_blockwise(_pad(x, -1, a))),
+    "rowwise transpose": (lambda x, a: fg.quantize_rowwise_transpose(x, align=a),
+                          lambda x, a: (*fg.quantize_rowwise(_pad(x, -1, a)),
+                                        *fg.quantize_rowwise(_pad(jnp.swapaxes(x, -1, -2), -1, a)))),
+    "gelu transpose": (lambda x, a: fg.quantize_rowwise_transpose(x, activation="gelu", align=a),
+                       lambda x, a: fg.quantize_rowwise_transpose(_pad(_pad(x, -1, a), -2, a),
+                                                                  activation="gelu")),
+    "blockwise transpose": (lambda x, a: fg.quantize_blockwise_transpose(x, align=a),
+                            lambda x, a: (*fg.quantize_blockwise(_pad(x, -1, a)),
+                                          *fg.quantize_blockwise(_pad(jnp.swapaxes(x, -1, -2), -1, a)))),
+    "blockwise transposed": (lambda x, a: fg.quantize_blockwise_transposed(x, align=a),
+                             lambda x, a: fg.quantize_blockwise(_pad(jnp.swapaxes(x, -1, -2), -1, a))),
+    "gelu grad transpose": (lambda x, a: fg.quantize_rowwise_transpose_act_grad(x, jnp.flip(x, -1), "gelu",
+                                                                                align=a),
+                            lambda x, a: fg.quantize_rowwise_transpose_act_grad(
+                                *(_pad(_pad(v, -1, a), -2, a) for v in (x, jnp.flip(x, -1))), "gelu")),
+}
+
+
+@pytest.mark.parametrize("op", sorted(ALIGNED_OPS))
+@pytest.mark.parametrize("shape,align", [((40, 200), 32), ((2, 33, 70), 16), ((130, 24), 128),
+                                         ((64, 256), 32), ((5, 4), 2)])
+def test_align_pads_the_fp8_outputs_with_zeros(rng, op, shape, align):
+    """q (and qt) of x with align are those of x zero-padded to a multiple of align along each
+    output's last axis, the padding itself zeros; the scales are x's own (the padding stays inside
+    the last group). (The gelu ops' references pad x on both axes; their extra rows are cut off.)"""
+    x = randn(rng, shape, jnp.bfloat16)
+    fn, padded_fn = ALIGNED_OPS[op]
+    got, want = jax.jit(fn, static_argnums=1)(x, align), padded_fn(x, align)
+    for g, w in zip(got, want):
+        w = w[tuple(slice(0, n) for n in g.shape)] if op.startswith("gelu") else w
+        assert g.shape == w.shape and g.shape[-1] % (align if g.dtype == jnp.float8_e4m3fn else 1) == 0
+        np.testing.assert_array_equal(np.asarray(g, np.float32), np.asarray(w, np.float32))
+    plain = jax.jit(fn, static_argnums=1)(x, 1)
+    for g, p in zip(got, plain):
+        if g.dtype == jnp.float8_e4m3fn:
+            np.testing.assert_array_equal(np.asarray(g[..., : p.shape[-1]], np.float32), np.asarray(p, np.float32))
+            assert not np.asarray(g[..., p.shape[-1]:], np.float32).any()
+        else:
+            np.testing.assert_array_equal(np.asarray(g), np.asarray(p))
+
+
+@pytest.mark.parametrize("align", [0, 3, 256, 16.0, None])
+def test_align_must_be_a_power_of_two_up_to_128(align):
+    with pytest.raises(ValueError, match="quantize_rowwise_transpose: align must be a power of two"):
+        fg.quantize_rowwise_transpose(jnp.ones((4, 8), jnp.bfloat16), align=align)
+
+
 @pytest.mark.parametrize("fn,arg,exc,words", [
     (fg.quantize_rowwise, jnp.zeros((4, 128), jnp.int32), TypeError, ["quantize_rowwise", "x", "int32"]),
     (fg.quantize_rowwise, jnp.float32(1.0), ValueError, ["quantize_rowwise", "x", "rank"]),

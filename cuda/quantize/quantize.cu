@@ -17,12 +17,14 @@ using namespace quant;
 // reduces and stores either: on the H200, bf16 in, 16% faster than one tile per CTA (3530-3900
 // against 3040-3340 GB/s, 0.84-0.92x of a device copy); four tiles per CTA ran 3150-3520, eight
 // 2380-2640 (RESULTS.md, session 27).
+// k_out >= k is the length of q's rows: columns k .. k_out - 1 (within the last group) are written
+// as zeros, the padding a GEMM's K may need, without a copy of x (quantize.h).
 constexpr int kTileGroups = 2;
 constexpr int kTileRows = 8;
 constexpr int kTilesPerCta = 2;
 template <typename T, bool kAligned>
 __global__ void __launch_bounds__(kTileRows * kTileGroups * kThreadsPerGroup)
-    quantize_rowwise_kernel(const T* __restrict__ x, int64_t rows, int64_t k, bool pow2,
+    quantize_rowwise_kernel(const T* __restrict__ x, int64_t rows, int64_t k, int64_t k_out, bool pow2,
                             uint8_t* __restrict__ q, float* __restrict__ s) {
   const int64_t k_groups = (k + kGroup - 1) / kGroup;
   const int64_t col_tiles = (k_groups + kTileGroups - 1) / kTileGroups;
@@ -34,6 +36,7 @@ __global__ void __launch_bounds__(kTileRows * kTileGroups * kThreadsPerGroup)
   struct Chunk {
     int64_t row, kb, col;
     int valid;  // 0: the half warp has no group in this tile (past the last row or group)
+    int stored; // elements of q written: the valid ones and the zero padding up to k_out
   };
   Chunk c[kTilesPerCta];
   // kAligned (a chunk is all 8 elements or none): the raw 16-byte words, loaded for every tile
@@ -50,6 +53,7 @@ __global__ void __launch_bounds__(kTileRows * kTileGroups * kThreadsPerGroup)
     c[u].row = active ? tile_row : 0, c[u].kb = active ? tile_kb : 0;
     c[u].col = c[u].kb * kGroup + lane_in_group * kVec;
     c[u].valid = active ? chunk_valid(c[u].col, k) : 0;
+    c[u].stored = active ? chunk_valid(c[u].col, k_out) : 0;
     const T* p = x + c[u].row * k + c[u].col;
     if constexpr (kAligned) {
       load_raw(p, raw[u], c[u].valid != 0);
@@ -75,12 +79,12 @@ __global__ void __launch_bounds__(kTileRows * kTileGroups * kThreadsPerGroup)
 #pragma unroll
     for (int offset = kThreadsPerGroup / 2; offset > 0; offset /= 2)
       amax = mag_max(amax, __shfl_xor_sync(0xFFFFFFFFu, amax, offset));
-    if (c[u].valid == 0) continue;
+    if (c[u].stored == 0) continue;
     const float scale = scale_from_amax(amax, pow2);
     // MN-major (s[kb * rows + row]): the layout the GEMMs load, so that a quantize -> GEMM pipeline
     // needs no transpose in between (jax_fp8gemm/quantize.py hands s on transposed; XLA cancels).
     if (lane_in_group == 0) s[c[u].kb * rows + c[u].row] = scale;
-    store_vec<kAligned>(q + c[u].row * k + c[u].col, c[u].valid, f, 1.0f / scale);
+    store_vec<kAligned>(q + c[u].row * k_out + c[u].col, c[u].stored, f, 1.0f / scale);
   }
 }
 
@@ -95,7 +99,7 @@ constexpr int kPasses = kGroup / kRowsPerPass;                  // 8
 
 template <typename T, bool kAligned>
 __global__ void __launch_bounds__(kBlockThreads, 2)
-    quantize_blockwise_kernel(const T* __restrict__ x, int64_t n, int64_t k, bool pow2,
+    quantize_blockwise_kernel(const T* __restrict__ x, int64_t n, int64_t k, int64_t k_out, bool pow2,
                               uint8_t* __restrict__ q, float* __restrict__ s) {
   constexpr bool kPacked = kAligned && sizeof(T) == 2;
   const int64_t n_blocks = (n + kGroup - 1) / kGroup, k_blocks = (k + kGroup - 1) / kGroup;
@@ -103,9 +107,9 @@ __global__ void __launch_bounds__(kBlockThreads, 2)
   const int64_t batch = block / (n_blocks * k_blocks);
   const int64_t nb = block / k_blocks % n_blocks, kb = block % k_blocks;
   const int64_t col = kb * kGroup + (threadIdx.x % kThreadsPerGroup) * kVec;
-  const int valid = chunk_valid(col, k);
+  const int valid = chunk_valid(col, k), stored = chunk_valid(col, k_out);  // stored: + zero padding
   const T* xb = x + batch * n * k;
-  uint8_t* qb = q + batch * n * k;
+  uint8_t* qb = q + batch * n * k_out;
   auto row_of = [&](int p) { return nb * kGroup + p * kRowsPerPass + threadIdx.x / kThreadsPerGroup; };
 
   // Packed 16-bit chunks (kPacked) or floats: only one of the two arrays is used.
@@ -146,7 +150,7 @@ __global__ void __launch_bounds__(kBlockThreads, 2)
 #pragma unroll
   for (int p = 0; p < kPasses; ++p) {
     const int64_t row = row_of(p);
-    const int row_valid = row < n ? valid : 0;
+    const int row_stored = row < n ? stored : 0;
     float f[kVec];
     if constexpr (kPacked) {
       unpack<T>(raw[p], f);
@@ -154,19 +158,20 @@ __global__ void __launch_bounds__(kBlockThreads, 2)
 #pragma unroll
       for (int i = 0; i < kVec; ++i) f[i] = v[p][i];
     }
-    if (kAligned && row_valid == kVec)
-      store_vec<true>(qb + row * k + col, row_valid, f, inv);
-    else if (row_valid > 0)
-      store_vec<false>(qb + row * k + col, row_valid, f, inv);
+    if (kAligned && row_stored == kVec)
+      store_vec<true>(qb + row * k_out + col, row_stored, f, inv);
+    else if (row_stored > 0)
+      store_vec<false>(qb + row * k_out + col, row_stored, f, inv);
   }
 }
 
 // Rows start 16-byte aligned (for the input) and 8-byte aligned (for the e4m3 output) when k is a
-// multiple of 8 elements; the buffers themselves come 16-byte aligned from XLA.
+// multiple of 8 elements (k_out then is too: it pads to a multiple of 8 at least, or not at all);
+// the buffers themselves come 16-byte aligned from XLA.
 bool rows_aligned(int64_t k) { return k % kVec == 0; }
 
 template <typename T>
-cudaError_t rowwise(const void* x, int64_t rows, int64_t k, bool pow2, void* q, float* s,
+cudaError_t rowwise(const void* x, int64_t rows, int64_t k, int64_t k_out, bool pow2, void* q, float* s,
                     cudaStream_t stream) {
   const int64_t k_groups = (k + kGroup - 1) / kGroup;
   if (rows == 0 || k_groups == 0) return cudaSuccess;
@@ -175,42 +180,44 @@ cudaError_t rowwise(const void* x, int64_t rows, int64_t k, bool pow2, void* q, 
   const int64_t blocks = (tiles + kTilesPerCta - 1) / kTilesPerCta;
   if (blocks > 0x7FFFFFFF) return cudaErrorInvalidValue;
   auto kernel = rows_aligned(k) ? quantize_rowwise_kernel<T, true> : quantize_rowwise_kernel<T, false>;
-  kernel<<<unsigned(blocks), kThreads, 0, stream>>>(static_cast<const T*>(x), rows, k, pow2,
+  kernel<<<unsigned(blocks), kThreads, 0, stream>>>(static_cast<const T*>(x), rows, k, k_out, pow2,
                                                     static_cast<uint8_t*>(q), s);
   return cudaGetLastError();
 }
 
 template <typename T>
-cudaError_t blockwise(const void* x, int64_t batch, int64_t n, int64_t k, bool pow2, void* q,
+cudaError_t blockwise(const void* x, int64_t batch, int64_t n, int64_t k, int64_t k_out, bool pow2, void* q,
                       float* s, cudaStream_t stream) {
   const int64_t blocks = batch * ((n + kGroup - 1) / kGroup) * ((k + kGroup - 1) / kGroup);
   if (blocks == 0) return cudaSuccess;
   if (blocks > 0x7FFFFFFF) return cudaErrorInvalidValue;
   auto kernel = rows_aligned(k) ? quantize_blockwise_kernel<T, true> : quantize_blockwise_kernel<T, false>;
-  kernel<<<unsigned(blocks), kBlockThreads, 0, stream>>>(static_cast<const T*>(x), n, k, pow2,
+  kernel<<<unsigned(blocks), kBlockThreads, 0, stream>>>(static_cast<const T*>(x), n, k, k_out, pow2,
                                                          static_cast<uint8_t*>(q), s);
   return cudaGetLastError();
 }
 
 }  // namespace
 
-cudaError_t launch_quantize_rowwise(const void* x, InDtype dtype, int64_t rows, int64_t k,
+cudaError_t launch_quantize_rowwise(const void* x, InDtype dtype, int64_t rows, int64_t k, int64_t k_out,
                                     bool pow2_scale, void* q, float* s, cudaStream_t stream) {
+  if (!padding_ok(k, k_out)) return cudaErrorInvalidValue;
   switch (dtype) {
-    case InDtype::kF32: return rowwise<float>(x, rows, k, pow2_scale, q, s, stream);
-    case InDtype::kBF16: return rowwise<__nv_bfloat16>(x, rows, k, pow2_scale, q, s, stream);
-    case InDtype::kF16: return rowwise<__half>(x, rows, k, pow2_scale, q, s, stream);
+    case InDtype::kF32: return rowwise<float>(x, rows, k, k_out, pow2_scale, q, s, stream);
+    case InDtype::kBF16: return rowwise<__nv_bfloat16>(x, rows, k, k_out, pow2_scale, q, s, stream);
+    case InDtype::kF16: return rowwise<__half>(x, rows, k, k_out, pow2_scale, q, s, stream);
   }
   return cudaErrorInvalidValue;
 }
 
 cudaError_t launch_quantize_blockwise(const void* x, InDtype dtype, int64_t batch, int64_t n,
-                                      int64_t k, bool pow2_scale, void* q, float* s,
+                                      int64_t k, int64_t k_out, bool pow2_scale, void* q, float* s,
                                       cudaStream_t stream) {
+  if (!padding_ok(k, k_out)) return cudaErrorInvalidValue;
   switch (dtype) {
-    case InDtype::kF32: return blockwise<float>(x, batch, n, k, pow2_scale, q, s, stream);
-    case InDtype::kBF16: return blockwise<__nv_bfloat16>(x, batch, n, k, pow2_scale, q, s, stream);
-    case InDtype::kF16: return blockwise<__half>(x, batch, n, k, pow2_scale, q, s, stream);
+    case InDtype::kF32: return blockwise<float>(x, batch, n, k, k_out, pow2_scale, q, s, stream);
+    case InDtype::kBF16: return blockwise<__nv_bfloat16>(x, batch, n, k, k_out, pow2_scale, q, s, stream);
+    case InDtype::kF16: return blockwise<__half>(x, batch, n, k, k_out, pow2_scale, q, s, stream);
   }
   return cudaErrorInvalidValue;
 }

@@ -12,18 +12,26 @@ namespace fp8gemm {
 
 enum class InDtype : int { kF32 = 0, kBF16 = 1, kF16 = 2 };
 
-// x [rows, k] -> q [rows, k] e4m3, s f32 MN-major [cdiv(k, 128), rows] (s[kb * rows + r] = scale of
-// row r, group kb: the layout the GEMMs load).
-cudaError_t launch_quantize_rowwise(const void* x, InDtype dtype, int64_t rows, int64_t k,
+// The FP8 outputs' rows may be longer than the input's: k_out > k pads each row with zeros (the
+// padding a GEMM's contracted axis needs: TMA takes rows of a multiple of 16 bytes, and rows on
+// 32-byte sectors load faster), so the caller never copies x to pad it. Zeros leave every scale
+// as it is; the padding stays inside the row's last 128-group, so the scale shapes do not change.
+inline bool padding_ok(int64_t k, int64_t k_out) {
+  return k_out == k || (k_out > k && k_out % 16 == 0 && (k_out + 127) / 128 == (k + 127) / 128);
+}
+
+// x [rows, k] -> q [rows, k_out] e4m3, s f32 MN-major [cdiv(k, 128), rows] (s[kb * rows + r] = scale
+// of row r, group kb: the layout the GEMMs load).
+cudaError_t launch_quantize_rowwise(const void* x, InDtype dtype, int64_t rows, int64_t k, int64_t k_out,
                                     bool pow2_scale, void* q, float* s, cudaStream_t stream);
 
-// x [batch, n, k] -> q [batch, n, k] e4m3, s [batch, cdiv(n, 128), cdiv(k, 128)] f32.
+// x [batch, n, k] -> q [batch, n, k_out] e4m3, s [batch, cdiv(n, 128), cdiv(k, 128)] f32.
 cudaError_t launch_quantize_blockwise(const void* x, InDtype dtype, int64_t batch, int64_t n,
-                                      int64_t k, bool pow2_scale, void* q, float* s,
+                                      int64_t k, int64_t k_out, bool pow2_scale, void* q, float* s,
                                       cudaStream_t stream);
 
-// Fused quantize + transpose, x [batch, rows, cols] -> q [batch, rows, cols] and its transpose
-// qt [batch, cols, rows], e4m3, in one pass (quantize_transpose.cu):
+// Fused quantize + transpose, x [batch, rows, cols] -> q [batch, rows, cols_out] and its transpose
+// qt [batch, cols, rows_out], e4m3, in one pass (quantize_transpose.cu; both zero-padded as above):
 //   row-wise (blockwise = false): q, s = rowwise(x), qt, st = rowwise(x^T), the scales MN-major:
 //                                 s  [batch, cdiv(cols, 128), rows]  (s[.., kb, r] = scale of row r, group kb)
 //                                 st [batch, cdiv(rows, 128), cols]
@@ -33,7 +41,8 @@ cudaError_t launch_quantize_blockwise(const void* x, InDtype dtype, int64_t batc
 // activation (row-wise only; quantize_math.cuh Act): 0 = none, 1 = quantize gelu(x),
 // 2 = quantize x * gelu'(u) with u [batch, rows, cols] of x's dtype (else unused, may be null).
 cudaError_t launch_quantize_transpose(const void* x, InDtype dtype, bool blockwise, int64_t batch,
-                                      int64_t rows, int64_t cols, bool pow2_scale, void* q,
+                                      int64_t rows, int64_t cols, int64_t rows_out, int64_t cols_out,
+                                      bool pow2_scale, void* q,
                                       float* s, void* qt, float* st, cudaStream_t stream,
                                       int activation = 0, const void* u = nullptr);
 

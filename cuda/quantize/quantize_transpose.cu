@@ -121,7 +121,8 @@ template <typename T, bool kAlignedIn, bool kAlignedT, bool kBlockwise, Act kAct
           int kRowsPerThread = rows_per_thread<kAct>(), int kThreads = threads_for<kRowsPerThread>()>
 __global__ void __launch_bounds__(kThreads, ctas_per_sm<T, kAct>(kAlignedIn))
     quantize_transpose_kernel(const T* __restrict__ x, const T* __restrict__ u, int64_t batches, int64_t rows,
-                              int64_t cols, bool pow2, uint8_t* __restrict__ q, float* __restrict__ s,
+                              int64_t cols, int64_t rows_out, int64_t cols_out, bool pow2,
+                              uint8_t* __restrict__ q, float* __restrict__ s,
                               uint8_t* __restrict__ qt, float* __restrict__ st) {
   static_assert(kAct == Act::kNone || !kBlockwise, "activations come with row-wise scaling");
   constexpr bool kPacked = kAlignedIn && sizeof(T) == 2;
@@ -154,7 +155,8 @@ __global__ void __launch_bounds__(kThreads, ctas_per_sm<T, kAct>(kAlignedIn))
     const uint32_t t = uint32_t(tile), band = t / uint32_t(col_tiles);
     return Coords{band / uint32_t(row_tiles), band % uint32_t(row_tiles), t % uint32_t(col_tiles)};
   };
-  // This thread's first row and column in a tile, and the offset of the tile's batch.
+  // This thread's first row and column in a tile, and the offset of the tile's batch in x (q and
+  // qt: rows zero-padded to cols_out and rows_out, quantize.h).
   auto first_row = [&](const Coords& c) { return c.rt * kGroup + g * kRowsPerThread; };
   auto first_col = [&](const Coords& c) { return c.ct * kGroup + l * kVec; };
   auto batch_offset = [&](const Coords& c) { return c.batch * rows * cols; };
@@ -188,11 +190,11 @@ __global__ void __launch_bounds__(kThreads, ctas_per_sm<T, kAct>(kAlignedIn))
     const int64_t batch = tc.batch, rt = tc.rt, ct = tc.ct;
     const int64_t row0 = first_row(tc);  // first of this thread's rows
     const int64_t col = first_col(tc);   // first of this thread's columns
-    const int valid = chunk_valid(col, cols);
+    const int valid = chunk_valid(col, cols), stored = chunk_valid(col, cols_out);  // stored: + padding
     const int64_t base = batch_offset(tc);
     const T* const xb = x + base;
-    uint8_t* const qb = straight ? q + base : nullptr;
-    uint8_t* const qtb = qt + base;
+    uint8_t* const qb = straight ? q + batch * rows * cols_out : nullptr;
+    uint8_t* const qtb = qt + batch * cols * rows_out;
 
     // Load: packed 16-bit chunks (kPacked; prefetched with kPrefetch) or floats; rows past the end
     // read as zeros.
@@ -344,18 +346,18 @@ __global__ void __launch_bounds__(kThreads, ctas_per_sm<T, kAct>(kAlignedIn))
       }
     }
 
-    // q: the rows as they are, 8 bytes per thread and row.
+    // q: the rows as they are, 8 bytes per thread and row (the padding: zeros, loaded as such).
     if (straight) {
 #pragma unroll
       for (int p = 0; p < kRowsPerThread; ++p) {
         const int64_t row = row0 + p;
-        const int row_valid = row < rows ? valid : 0;
+        const int row_stored = row < rows ? stored : 0;
         float f[kVec];
         values(p, f);
-        if (kAlignedIn && row_valid == kVec)
-          store_vec<true>(qb + row * cols + col, row_valid, f, row_inv[p]);
-        else if (row_valid > 0)
-          store_vec<false>(qb + row * cols + col, row_valid, f, row_inv[p]);
+        if (kAlignedIn && row_stored == kVec)
+          store_vec<true>(qb + row * cols_out + col, row_stored, f, row_inv[p]);
+        else if (row_stored > 0)
+          store_vec<false>(qb + row * cols_out + col, row_stored, f, row_inv[p]);
       }
     }
 
@@ -383,14 +385,16 @@ __global__ void __launch_bounds__(kThreads, ctas_per_sm<T, kAct>(kAlignedIn))
     constexpr int kRowsPerStep = kThreads / kChunksPerRow;         // 32 or 64
     const int chunk = threadIdx.x % kChunksPerRow;
     const int64_t m = rt * kGroup + chunk * kChunk;                // x row of the chunk's first byte
-    const int m_valid = m >= rows ? 0 : (rows - m >= kChunk ? kChunk : int(rows - m));
+    // Bytes of the chunk to write: x's rows, then zeros up to rows_out (rows past x's are zeros in
+    // the tile).
+    const int m_valid = m >= rows_out ? 0 : (rows_out - m >= kChunk ? kChunk : int(rows_out - m));
 #pragma unroll
     for (int step = 0; step < kGroup / kRowsPerStep; ++step) {
       const int c = step * kRowsPerStep + threadIdx.x / kChunksPerRow;
       const int64_t col_c = ct * kGroup + c;
       if (col_c >= cols || m_valid == 0) continue;
       const uint4 bytes = *reinterpret_cast<const uint4*>(&tile_t[t_offset(c, chunk * kChunk)]);
-      uint8_t* dst = qtb + col_c * rows + m;
+      uint8_t* dst = qtb + col_c * rows_out + m;
       if (kAlignedT && m_valid == kChunk) {
         *reinterpret_cast<uint4*>(dst) = bytes;
       } else {
@@ -431,16 +435,23 @@ int persistent_ctas() {
   return cached[dev];
 }
 
+// The shape of a call: x [batch, rows, cols]; q's rows cols_out long, qt's rows_out (quantize.h).
+struct Extents {
+  int64_t batch, rows, cols, rows_out, cols_out;
+};
+
 template <typename T, bool kBlockwise, Act kAct>
-cudaError_t launch(const void* x, const void* u, int64_t batch, int64_t rows, int64_t cols, bool pow2, void* q,
-                   float* s, void* qt, float* st, cudaStream_t stream) {
+cudaError_t launch(const void* x, const void* u, const Extents& e, bool pow2, void* q, float* s, void* qt,
+                   float* st, cudaStream_t stream) {
+  const int64_t batch = e.batch, rows = e.rows, cols = e.cols;
   const int64_t tiles = batch * ((rows + kGroup - 1) / kGroup) * ((cols + kGroup - 1) / kGroup);
   constexpr int kThreads = threads_for<rows_per_thread<kAct>()>();
   if (tiles == 0) return cudaSuccess;
   if (tiles > 0x7FFFFFFF) return cudaErrorInvalidValue;
-  // Vector paths: x rows start 16-byte aligned (cols % 8 == 0), qt rows 16-byte aligned
-  // (rows % 16 == 0); buffers come 16-byte aligned from XLA.
-  const bool aligned_in = cols % kVec == 0, aligned_t = rows % kChunk == 0;
+  // Vector paths: x rows start 16-byte aligned (cols % 8 == 0; q's then 8-byte aligned: cols_out is
+  // cols or a multiple of 16), qt rows 16-byte aligned (rows_out % 16 == 0); buffers come 16-byte
+  // aligned from XLA.
+  const bool aligned_in = cols % kVec == 0, aligned_t = e.rows_out % kChunk == 0;
   auto kernel = aligned_in
       ? (aligned_t ? quantize_transpose_kernel<T, true, true, kBlockwise, kAct>
                    : quantize_transpose_kernel<T, true, false, kBlockwise, kAct>)
@@ -457,23 +468,22 @@ cudaError_t launch(const void* x, const void* u, int64_t batch, int64_t rows, in
     smem = prefetch_bytes<kAct>();
   }
   kernel<<<unsigned(grid), kThreads, smem, stream>>>(static_cast<const T*>(x), static_cast<const T*>(u), batch,
-                                                     rows, cols, pow2, static_cast<uint8_t*>(q), s,
-                                                     static_cast<uint8_t*>(qt), st);
+                                                     rows, cols, e.rows_out, e.cols_out, pow2,
+                                                     static_cast<uint8_t*>(q), s, static_cast<uint8_t*>(qt), st);
   return cudaGetLastError();
 }
 
 template <typename T>
-cudaError_t dispatch(bool blockwise, int activation, const void* x, const void* u, int64_t batch, int64_t rows,
-                     int64_t cols, bool pow2, void* q, float* s, void* qt, float* st, cudaStream_t stream) {
+cudaError_t dispatch(bool blockwise, int activation, const void* x, const void* u, const Extents& e, bool pow2,
+                     void* q, float* s, void* qt, float* st, cudaStream_t stream) {
   if (blockwise)
-    return activation == 0 ? launch<T, true, Act::kNone>(x, u, batch, rows, cols, pow2, q, s, qt, st, stream)
+    return activation == 0 ? launch<T, true, Act::kNone>(x, u, e, pow2, q, s, qt, st, stream)
                            : cudaErrorInvalidValue;
   switch (static_cast<Act>(activation)) {
-    case Act::kNone: return launch<T, false, Act::kNone>(x, u, batch, rows, cols, pow2, q, s, qt, st, stream);
-    case Act::kGelu: return launch<T, false, Act::kGelu>(x, u, batch, rows, cols, pow2, q, s, qt, st, stream);
+    case Act::kNone: return launch<T, false, Act::kNone>(x, u, e, pow2, q, s, qt, st, stream);
+    case Act::kGelu: return launch<T, false, Act::kGelu>(x, u, e, pow2, q, s, qt, st, stream);
     case Act::kGeluGrad:
-      return u ? launch<T, false, Act::kGeluGrad>(x, u, batch, rows, cols, pow2, q, s, qt, st, stream)
-               : cudaErrorInvalidValue;
+      return u ? launch<T, false, Act::kGeluGrad>(x, u, e, pow2, q, s, qt, st, stream) : cudaErrorInvalidValue;
   }
   return cudaErrorInvalidValue;
 }
@@ -481,19 +491,18 @@ cudaError_t dispatch(bool blockwise, int activation, const void* x, const void* 
 }  // namespace
 
 cudaError_t launch_quantize_transpose(const void* x, InDtype dtype, bool blockwise, int64_t batch,
-                                      int64_t rows, int64_t cols, bool pow2_scale, void* q,
-                                      float* s, void* qt, float* st, cudaStream_t stream,
-                                      int activation, const void* u) {
+                                      int64_t rows, int64_t cols, int64_t rows_out, int64_t cols_out,
+                                      bool pow2_scale, void* q, float* s, void* qt, float* st,
+                                      cudaStream_t stream, int activation, const void* u) {
   // q and s: both, or (blockwise only) neither.
   if ((q == nullptr) != (s == nullptr) || (q == nullptr && !blockwise)) return cudaErrorInvalidValue;
+  if (!padding_ok(rows, rows_out) || !padding_ok(cols, cols_out)) return cudaErrorInvalidValue;
+  const Extents e{batch, rows, cols, rows_out, cols_out};
   switch (dtype) {
-    case InDtype::kF32:
-      return dispatch<float>(blockwise, activation, x, u, batch, rows, cols, pow2_scale, q, s, qt, st, stream);
+    case InDtype::kF32: return dispatch<float>(blockwise, activation, x, u, e, pow2_scale, q, s, qt, st, stream);
     case InDtype::kBF16:
-      return dispatch<__nv_bfloat16>(blockwise, activation, x, u, batch, rows, cols, pow2_scale, q, s, qt, st,
-                                     stream);
-    case InDtype::kF16:
-      return dispatch<__half>(blockwise, activation, x, u, batch, rows, cols, pow2_scale, q, s, qt, st, stream);
+      return dispatch<__nv_bfloat16>(blockwise, activation, x, u, e, pow2_scale, q, s, qt, st, stream);
+    case InDtype::kF16: return dispatch<__half>(blockwise, activation, x, u, e, pow2_scale, q, s, qt, st, stream);
   }
   return cudaErrorInvalidValue;
 }
