@@ -32,7 +32,8 @@ from .wgrad import gemm_wgrad, grouped_gemm_wgrad
 
 # The contracted axis of every FP8 operand, zero-padded by its quantizer to a multiple of ALIGN:
 # TMA wants rows of a multiple of 16 bytes, and at K = 16 mod 32 every other row starts mid-sector
-# and the GEMMs load 20-45% slower (grouped and k-grouped wgrad; RESULTS.md, sessions 56-57).
+# and the GEMMs run 15-31% slower than at K + 16 (grouped; the k-grouped wgrad 23%; RESULTS.md,
+# sessions 56-57).
 ALIGN = 32
 # The GEMMs store their output rows with TMA, a multiple of 16 bytes: 8 bf16 elements. A model axis
 # that becomes an output row (either axis of a weight; dy's last, for wgrad) and is not a multiple

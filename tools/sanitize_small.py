@@ -3,6 +3,7 @@
     python tools/sanitize_small.py [quantize]   (quantize: the quantization kernels only, for racecheck)
 """
 
+import itertools
 import sys
 
 import jax
@@ -15,26 +16,27 @@ from jax_fp8gemm.wgrad import gemm_wgrad_kernel_call, grouped_gemm_wgrad_kernel_
 
 key = jax.random.key(0)
 for shape in [(3, 200), (2, 130, 136), (5, 4)]:
-    for dtype in (jnp.float32, jnp.bfloat16, jnp.float16):
+    # align = 32: the FP8 outputs written zero-padded along their last axis
+    for dtype, align in itertools.product((jnp.float32, jnp.bfloat16, jnp.float16), (1, 32)):
         x = jax.random.normal(key, shape, jnp.float32).astype(dtype)
-        jax.block_until_ready(fg.quantize_rowwise(x, pow2_scale=True))
-        jax.block_until_ready(fg.quantize_blockwise(x))
+        jax.block_until_ready(fg.quantize_rowwise(x, pow2_scale=True, align=align))
+        jax.block_until_ready(fg.quantize_blockwise(x, align=align))
         if len(shape) > 1:  # partial tiles both ways, unaligned rows of the transposed output
-            jax.block_until_ready(fg.quantize_rowwise_transpose(x, pow2_scale=True))
-            jax.block_until_ready(fg.quantize_blockwise_transpose(x))
-            jax.block_until_ready(fg.quantize.quantize_blockwise_transposed(x))
+            jax.block_until_ready(fg.quantize_rowwise_transpose(x, pow2_scale=True, align=align))
+            jax.block_until_ready(fg.quantize_blockwise_transpose(x, align=align))
+            jax.block_until_ready(fg.quantize.quantize_blockwise_transposed(x, align=align))
             # the fused activation variants (fp8_mlp's hidden layer)
-            jax.block_until_ready(fg.quantize_rowwise_transpose(x, activation="gelu"))
-            jax.block_until_ready(fg.quantize_rowwise_transpose_act_grad(x, 2 * x, "gelu"))
+            jax.block_until_ready(fg.quantize_rowwise_transpose(x, activation="gelu", align=align))
+            jax.block_until_ready(fg.quantize_rowwise_transpose_act_grad(x, 2 * x, "gelu", align=align))
 if sys.argv[1:] == ["quantize"]:
     # aligned paths; then more tiles than resident CTAs, so that the persistent fused activation
     # kernels run several tiles per CTA (partial tiles, a batch boundary, unaligned qt rows)
-    for shape in [(256, 384), (2, 1100, 2056)]:
+    for shape, align in itertools.product([(256, 384), (2, 1100, 2056), (2, 1000, 2040)], (1, 32)):
         x = jax.random.normal(key, shape, jnp.float32).astype(jnp.bfloat16)
-        jax.block_until_ready(fg.quantize_rowwise_transpose(x))
-        jax.block_until_ready(fg.quantize_blockwise_transpose(x))
-        jax.block_until_ready(fg.quantize_rowwise_transpose(x, activation="gelu"))
-        jax.block_until_ready(fg.quantize_rowwise_transpose_act_grad(x, 2 * x, "gelu"))
+        jax.block_until_ready(fg.quantize_rowwise_transpose(x, align=align))
+        jax.block_until_ready(fg.quantize_blockwise_transpose(x, align=align))
+        jax.block_until_ready(fg.quantize_rowwise_transpose(x, activation="gelu", align=align))
+        jax.block_until_ready(fg.quantize_rowwise_transpose_act_grad(x, 2 * x, "gelu", align=align))
     print("sanitize_small: done")
     sys.exit(0)
 for m, n, k in [(1, 16, 128), (7, 48, 400), (130, 264, 400), (64, 160, 144), (100, 72, 400)]:

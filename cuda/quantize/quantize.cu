@@ -166,8 +166,7 @@ __global__ void __launch_bounds__(kBlockThreads, 2)
 }
 
 // Rows start 16-byte aligned (for the input) and 8-byte aligned (for the e4m3 output) when k is a
-// multiple of 8 elements (k_out then is too: it pads to a multiple of 8 at least, or not at all);
-// the buffers themselves come 16-byte aligned from XLA.
+// multiple of 8 elements (k_out then is too: padding_ok); the buffers come 16-byte aligned from XLA.
 bool rows_aligned(int64_t k) { return k % kVec == 0; }
 
 template <typename T>

@@ -16,8 +16,9 @@ enum class InDtype : int { kF32 = 0, kBF16 = 1, kF16 = 2 };
 // padding a GEMM's contracted axis needs: TMA takes rows of a multiple of 16 bytes, and rows on
 // 32-byte sectors load faster), so the caller never copies x to pad it. Zeros leave every scale
 // as it is; the padding stays inside the row's last 128-group, so the scale shapes do not change.
+// Rows of a multiple of 8 elements are stored 8 bytes at a time, so they pad to a multiple of 8.
 inline bool padding_ok(int64_t k, int64_t k_out) {
-  return k_out == k || (k_out > k && k_out % 16 == 0 && (k_out + 127) / 128 == (k + 127) / 128);
+  return k_out == k || (k_out > k && (k_out + 127) / 128 == (k + 127) / 128 && (k % 8 != 0 || k_out % 8 == 0));
 }
 
 // x [rows, k] -> q [rows, k_out] e4m3, s f32 MN-major [cdiv(k, 128), rows] (s[kb * rows + r] = scale

@@ -448,9 +448,8 @@ cudaError_t launch(const void* x, const void* u, const Extents& e, bool pow2, vo
   constexpr int kThreads = threads_for<rows_per_thread<kAct>()>();
   if (tiles == 0) return cudaSuccess;
   if (tiles > 0x7FFFFFFF) return cudaErrorInvalidValue;
-  // Vector paths: x rows start 16-byte aligned (cols % 8 == 0; q's then 8-byte aligned: cols_out is
-  // cols or a multiple of 16), qt rows 16-byte aligned (rows_out % 16 == 0); buffers come 16-byte
-  // aligned from XLA.
+  // Vector paths: x rows start 16-byte aligned (cols % 8 == 0; q's then 8-byte aligned: padding_ok),
+  // qt rows 16-byte aligned (rows_out % 16 == 0); buffers come 16-byte aligned from XLA.
   const bool aligned_in = cols % kVec == 0, aligned_t = e.rows_out % kChunk == 0;
   auto kernel = aligned_in
       ? (aligned_t ? quantize_transpose_kernel<T, true, true, kBlockwise, kAct>
