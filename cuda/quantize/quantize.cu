@@ -22,8 +22,14 @@ using namespace quant;
 constexpr int kTileGroups = 2;
 constexpr int kTileRows = 8;
 constexpr int kTilesPerCta = 2;
+// CTAs per SM on the aligned path: 8 for 16-bit inputs (32 registers), 6 for f32 (40), what the
+// kernel took before k_out came; k_out alone raised them to 7 and 5 (the bf16 one ran 10% slower:
+// RESULTS.md, session 57).
 template <typename T, bool kAligned>
-__global__ void __launch_bounds__(kTileRows * kTileGroups * kThreadsPerGroup)
+constexpr int rowwise_ctas_per_sm() { return kAligned ? (sizeof(T) == 2 ? 8 : 6) : 1; }
+
+template <typename T, bool kAligned>
+__global__ void __launch_bounds__(kTileRows * kTileGroups * kThreadsPerGroup, rowwise_ctas_per_sm<T, kAligned>())
     quantize_rowwise_kernel(const T* __restrict__ x, int64_t rows, int64_t k, int64_t k_out, bool pow2,
                             uint8_t* __restrict__ q, float* __restrict__ s) {
   const int64_t k_groups = (k + kGroup - 1) / kGroup;
@@ -32,11 +38,13 @@ __global__ void __launch_bounds__(kTileRows * kTileGroups * kThreadsPerGroup)
   const int half_warp = static_cast<int>(threadIdx.x) / kThreadsPerGroup;
   const int lane_in_group = threadIdx.x % kThreadsPerGroup;
 
-  // This thread's chunk of tile u: the group (row, kb), the first column, the valid elements.
+  // This thread's chunk of tile u: the group (row, kb), the first column (k_out where the half
+  // warp has no group in this tile: past the last row or group), the valid elements. The elements
+  // of q it writes, the valid ones and the zero padding, are chunk_valid(col, k_out), taken where
+  // they are stored: 31 registers let 8 CTAs share an SM, 40 only 6 (10% slower; session 57).
   struct Chunk {
     int64_t row, kb, col;
-    int valid;  // 0: the half warp has no group in this tile (past the last row or group)
-    int stored; // elements of q written: the valid ones and the zero padding up to k_out
+    int valid;
   };
   Chunk c[kTilesPerCta];
   // kAligned (a chunk is all 8 elements or none): the raw 16-byte words, loaded for every tile
@@ -51,9 +59,8 @@ __global__ void __launch_bounds__(kTileRows * kTileGroups * kThreadsPerGroup)
     const int64_t tile_kb = tile % col_tiles * kTileGroups + half_warp % kTileGroups;
     const bool active = tile < num_tiles && tile_row < rows && tile_kb < k_groups;
     c[u].row = active ? tile_row : 0, c[u].kb = active ? tile_kb : 0;
-    c[u].col = c[u].kb * kGroup + lane_in_group * kVec;
-    c[u].valid = active ? chunk_valid(c[u].col, k) : 0;
-    c[u].stored = active ? chunk_valid(c[u].col, k_out) : 0;
+    c[u].col = active ? c[u].kb * kGroup + lane_in_group * kVec : k_out;
+    c[u].valid = chunk_valid(c[u].col, k);
     const T* p = x + c[u].row * k + c[u].col;
     if constexpr (kAligned) {
       load_raw(p, raw[u], c[u].valid != 0);
@@ -79,12 +86,13 @@ __global__ void __launch_bounds__(kTileRows * kTileGroups * kThreadsPerGroup)
 #pragma unroll
     for (int offset = kThreadsPerGroup / 2; offset > 0; offset /= 2)
       amax = mag_max(amax, __shfl_xor_sync(0xFFFFFFFFu, amax, offset));
-    if (c[u].stored == 0) continue;
+    const int stored = chunk_valid(c[u].col, k_out);
+    if (stored == 0) continue;
     const float scale = scale_from_amax(amax, pow2);
     // MN-major (s[kb * rows + row]): the layout the GEMMs load, so that a quantize -> GEMM pipeline
     // needs no transpose in between (jax_fp8gemm/quantize.py hands s on transposed; XLA cancels).
     if (lane_in_group == 0) s[c[u].kb * rows + c[u].row] = scale;
-    store_vec<kAligned>(q + c[u].row * k_out + c[u].col, c[u].stored, f, 1.0f / scale);
+    store_vec<kAligned>(q + c[u].row * k_out + c[u].col, stored, f, 1.0f / scale);
   }
 }
 

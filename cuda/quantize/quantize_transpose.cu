@@ -190,10 +190,9 @@ __global__ void __launch_bounds__(kThreads, ctas_per_sm<T, kAct>(kAlignedIn))
     const int64_t batch = tc.batch, rt = tc.rt, ct = tc.ct;
     const int64_t row0 = first_row(tc);  // first of this thread's rows
     const int64_t col = first_col(tc);   // first of this thread's columns
-    const int valid = chunk_valid(col, cols), stored = chunk_valid(col, cols_out);  // stored: + padding
+    const int valid = chunk_valid(col, cols);
     const int64_t base = batch_offset(tc);
     const T* const xb = x + base;
-    uint8_t* const qb = straight ? q + batch * rows * cols_out : nullptr;
     uint8_t* const qtb = qt + batch * cols * rows_out;
 
     // Load: packed 16-bit chunks (kPacked; prefetched with kPrefetch) or floats; rows past the end
@@ -348,16 +347,19 @@ __global__ void __launch_bounds__(kThreads, ctas_per_sm<T, kAct>(kAlignedIn))
 
     // q: the rows as they are, 8 bytes per thread and row (the padding: zeros, loaded as such).
     if (straight) {
+      // x's columns, then the zero padding up to cols_out: a whole chunk or none where kAlignedIn.
+      const bool in_q = col < cols_out;
 #pragma unroll
       for (int p = 0; p < kRowsPerThread; ++p) {
         const int64_t row = row0 + p;
-        const int row_stored = row < rows ? stored : 0;
         float f[kVec];
         values(p, f);
-        if (kAlignedIn && row_stored == kVec)
-          store_vec<true>(qb + row * cols_out + col, row_stored, f, row_inv[p]);
-        else if (row_stored > 0)
-          store_vec<false>(qb + row * cols_out + col, row_stored, f, row_inv[p]);
+        uint8_t* const dst = q + (batch * rows + row) * cols_out + col;
+        if constexpr (kAlignedIn) {
+          if (in_q && row < rows) store_vec<true>(dst, kVec, f, row_inv[p]);
+        } else if (in_q && row < rows) {
+          store_vec<false>(dst, chunk_valid(col, cols_out), f, row_inv[p]);
+        }
       }
     }
 
