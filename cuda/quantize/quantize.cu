@@ -17,31 +17,31 @@ using namespace quant;
 // reduces and stores either: on the H200, bf16 in, 16% faster than one tile per CTA (3530-3900
 // against 3040-3340 GB/s, 0.84-0.92x of a device copy); four tiles per CTA ran 3150-3520, eight
 // 2380-2640 (RESULTS.md, session 27).
-// k_out >= k is the length of q's rows: columns k .. k_out - 1 (within the last group) are written
-// as zeros, the padding a GEMM's K may need, without a copy of x (quantize.h).
+// kPadded: q's rows are k_out > k long, columns k .. k_out - 1 (within the last group) written as
+// zeros, the padding a GEMM's K may need, without a copy of x (quantize.h). A variant of its own:
+// the extra address math, in the kernel that does not pad, cost 7-10% (RESULTS.md, session 57).
 constexpr int kTileGroups = 2;
 constexpr int kTileRows = 8;
 constexpr int kTilesPerCta = 2;
-// CTAs per SM on the aligned path: 8 for 16-bit inputs (32 registers), 6 for f32 (40), what the
-// kernel took before k_out came; k_out alone raised them to 7 and 5 (the bf16 one ran 10% slower:
-// RESULTS.md, session 57).
+// CTAs per SM on the aligned path: 8 for 16-bit inputs (32 registers), 6 for f32 (40), which the
+// padded variant would otherwise lose (7 and 5).
 template <typename T, bool kAligned>
 constexpr int rowwise_ctas_per_sm() { return kAligned ? (sizeof(T) == 2 ? 8 : 6) : 1; }
 
-template <typename T, bool kAligned>
+template <typename T, bool kAligned, bool kPadded>
 __global__ void __launch_bounds__(kTileRows * kTileGroups * kThreadsPerGroup, rowwise_ctas_per_sm<T, kAligned>())
-    quantize_rowwise_kernel(const T* __restrict__ x, int64_t rows, int64_t k, int64_t k_out, bool pow2,
+    quantize_rowwise_kernel(const T* __restrict__ x, int64_t rows, int64_t k, int64_t k_out_arg, bool pow2,
                             uint8_t* __restrict__ q, float* __restrict__ s) {
+  const int64_t k_out = kPadded ? k_out_arg : k;
   const int64_t k_groups = (k + kGroup - 1) / kGroup;
   const int64_t col_tiles = (k_groups + kTileGroups - 1) / kTileGroups;
   const int64_t num_tiles = (rows + kTileRows - 1) / kTileRows * col_tiles;
   const int half_warp = static_cast<int>(threadIdx.x) / kThreadsPerGroup;
   const int lane_in_group = threadIdx.x % kThreadsPerGroup;
 
-  // This thread's chunk of tile u: the group (row, kb), the first column (k_out where the half
-  // warp has no group in this tile: past the last row or group), the valid elements. The elements
-  // of q it writes, the valid ones and the zero padding, are chunk_valid(col, k_out), taken where
-  // they are stored: 31 registers let 8 CTAs share an SM, 40 only 6 (10% slower; session 57).
+  // This thread's chunk of tile u: the group (row, kb), the first column (kPadded: k_out where the
+  // half warp has no group in this tile, past the last row or group), the valid elements. kPadded:
+  // the elements of q it writes, the valid ones and the zero padding, are chunk_valid(col, k_out).
   struct Chunk {
     int64_t row, kb, col;
     int valid;
@@ -59,8 +59,8 @@ __global__ void __launch_bounds__(kTileRows * kTileGroups * kThreadsPerGroup, ro
     const int64_t tile_kb = tile % col_tiles * kTileGroups + half_warp % kTileGroups;
     const bool active = tile < num_tiles && tile_row < rows && tile_kb < k_groups;
     c[u].row = active ? tile_row : 0, c[u].kb = active ? tile_kb : 0;
-    c[u].col = active ? c[u].kb * kGroup + lane_in_group * kVec : k_out;
-    c[u].valid = chunk_valid(c[u].col, k);
+    c[u].col = active || !kPadded ? c[u].kb * kGroup + lane_in_group * kVec : k_out;
+    c[u].valid = active ? chunk_valid(c[u].col, k) : 0;
     const T* p = x + c[u].row * k + c[u].col;
     if constexpr (kAligned) {
       load_raw(p, raw[u], c[u].valid != 0);
@@ -86,7 +86,7 @@ __global__ void __launch_bounds__(kTileRows * kTileGroups * kThreadsPerGroup, ro
 #pragma unroll
     for (int offset = kThreadsPerGroup / 2; offset > 0; offset /= 2)
       amax = mag_max(amax, __shfl_xor_sync(0xFFFFFFFFu, amax, offset));
-    const int stored = chunk_valid(c[u].col, k_out);
+    const int stored = kPadded ? chunk_valid(c[u].col, k_out) : c[u].valid;
     if (stored == 0) continue;
     const float scale = scale_from_amax(amax, pow2);
     // MN-major (s[kb * rows + row]): the layout the GEMMs load, so that a quantize -> GEMM pipeline
@@ -186,7 +186,10 @@ cudaError_t rowwise(const void* x, int64_t rows, int64_t k, int64_t k_out, bool 
   const int64_t tiles = (rows + kTileRows - 1) / kTileRows * ((k_groups + kTileGroups - 1) / kTileGroups);
   const int64_t blocks = (tiles + kTilesPerCta - 1) / kTilesPerCta;
   if (blocks > 0x7FFFFFFF) return cudaErrorInvalidValue;
-  auto kernel = rows_aligned(k) ? quantize_rowwise_kernel<T, true> : quantize_rowwise_kernel<T, false>;
+  const bool padded = k_out != k;
+  auto kernel = rows_aligned(k)
+      ? (padded ? quantize_rowwise_kernel<T, true, true> : quantize_rowwise_kernel<T, true, false>)
+      : (padded ? quantize_rowwise_kernel<T, false, true> : quantize_rowwise_kernel<T, false, false>);
   kernel<<<unsigned(blocks), kThreads, 0, stream>>>(static_cast<const T*>(x), rows, k, k_out, pow2,
                                                     static_cast<uint8_t*>(q), s);
   return cudaGetLastError();
