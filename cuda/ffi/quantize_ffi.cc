@@ -50,7 +50,8 @@ ffi::Error QuantizeRowwise(cudaStream_t stream, ffi::AnyBuffer x,
   if (dims.size() == 0) return invalid("quantize_rowwise: x must have rank >= 1");
   const int64_t k = dims.back(), rows = ffi_util::leading_size(dims, 1);
   const int64_t k_out = padded_length(*q, dims_of(x));
-  if (k_out < 0) return invalid("quantize_rowwise: q must be float8_e4m3fn of x's shape (K zero-padded within its last group)");
+  if (k_out < 0)
+    return invalid("quantize_rowwise: q must be float8_e4m3fn of x's shape (K zero-padded within its last group)");
   if (s->element_count() != rows * cdiv(k, kGroup))
     return invalid("quantize_rowwise: s must hold cdiv(K, 128) * rows scales (MN-major)");
   return ffi_util::cuda_error(
@@ -68,7 +69,8 @@ ffi::Error QuantizeBlockwise(cudaStream_t stream, ffi::AnyBuffer x,
   if (dims.size() < 2) return invalid("quantize_blockwise: x must have rank >= 2");
   const int64_t n = dims[dims.size() - 2], k = dims.back(), batch = ffi_util::leading_size(dims, 2);
   const int64_t k_out = padded_length(*q, dims_of(x));
-  if (k_out < 0) return invalid("quantize_blockwise: q must be float8_e4m3fn of x's shape (K zero-padded within its last group)");
+  if (k_out < 0)
+    return invalid("quantize_blockwise: q must be float8_e4m3fn of x's shape (K zero-padded within its last group)");
   if (s->element_count() != batch * cdiv(n, kGroup) * cdiv(k, kGroup))
     return invalid("quantize_blockwise: s must hold batch * cdiv(N,128) * cdiv(K,128) scales");
   return ffi_util::cuda_error(
@@ -146,8 +148,8 @@ ffi::Error QuantizeTransposeActGrad(cudaStream_t stream, ffi::AnyBuffer g, ffi::
     return err;
   return ffi_util::cuda_error(
       launch_quantize_transpose(g.untyped_data(), dtype.value(), /*blockwise=*/false, e.batch, e.rows, e.cols,
-                                e.rows_out, e.cols_out, pow2_scale, q->untyped_data(), s->typed_data(), qt->untyped_data(),
-                                st->typed_data(), stream, /*activation=*/2, u.untyped_data()),
+                                e.rows_out, e.cols_out, pow2_scale, q->untyped_data(), s->typed_data(),
+                                qt->untyped_data(), st->typed_data(), stream, /*activation=*/2, u.untyped_data()),
       (op + " launch").c_str());
 }
 

@@ -29,7 +29,8 @@ template <typename T, bool kAligned>
 constexpr int rowwise_ctas_per_sm() { return kAligned ? (sizeof(T) == 2 ? 8 : 6) : 1; }
 
 template <typename T, bool kAligned, bool kPadded>
-__global__ void __launch_bounds__(kTileRows * kTileGroups * kThreadsPerGroup, rowwise_ctas_per_sm<T, kAligned>())
+__global__ void __launch_bounds__(kTileRows * kTileGroups * kThreadsPerGroup,
+                                  rowwise_ctas_per_sm<T, kAligned>())
     quantize_rowwise_kernel(const T* __restrict__ x, int64_t rows, int64_t k, int64_t k_out_arg, bool pow2,
                             uint8_t* __restrict__ q, float* __restrict__ s) {
   const int64_t k_out = kPadded ? k_out_arg : k;
