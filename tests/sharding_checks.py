@@ -395,6 +395,28 @@ def fp8_dot_train_layouts():
 
 
 @check
+def padded_quantizers_and_odd_widths():
+    """align: the padded FP8 outputs keep the row sharding with no communication, equal to the
+    unsharded ones; an fp8_dot step at widths off 32 (K = 200, N = 296: the quantizers pad every
+    contracted axis) is data parallel like any other."""
+    x = randn((256, 200))
+    for fn in (fg.quantize_rowwise, fg.quantize_rowwise_transpose, fg.quantize_blockwise_transpose):
+        f = jax.jit(lambda v: fn(v, align=32))
+        outs = run(f, put(x, P("x")))
+        for got, want in zip(outs, fn(x, align=32)):
+            same(got, want)
+        assert spec_of(outs[0])[0] == "x", outs[0].sharding
+        assert_hlo(f, put(x, P("x")))
+    x, w = randn((512, 200)), randn((200, 296), 0.05)
+    step = _train_step(lambda x, w: jnp.sum(fg.fp8_dot(x, w) ** 2))
+    want = step(x, w)
+    args = (put(x, P("x")), put(w, P()))
+    for g, r in zip(run(step, *args), want):
+        close(g, r, GRAD_BAR)
+    assert_hlo(step, *args, allow=("all-reduce",))
+
+
+@check
 def fp8_mlp_train_layouts():
     """fg.fp8_mlp in a training step: data parallel (tokens), tensor parallel (w_up's columns and
     w_down's rows on one axis: the down projection's contraction is psummed), and both."""
