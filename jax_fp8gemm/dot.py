@@ -42,8 +42,9 @@ STORE_ALIGN = 8
 
 
 def pad_for_store(v, *axes):
-    pad = [(0, -v.shape[a] % STORE_ALIGN if a % v.ndim in [b % v.ndim for b in axes] else 0)
-           for a in range(v.ndim)]
+    """v zero-padded along `axes` to a multiple of STORE_ALIGN (v itself where they are already)."""
+    axes = {a % v.ndim for a in axes}
+    pad = [(0, -n % STORE_ALIGN if a in axes else 0) for a, n in enumerate(v.shape)]
     return jnp.pad(v, pad) if any(p for _, p in pad) else v
 
 

@@ -378,7 +378,8 @@ def _blockwise_t_partition():
 
 quantize_blockwise_transposed_p = _primitive.define(
     "quantize_blockwise_transposed", abstract_eval=_blockwise_t_abstract,
-    reference=lambda w, *, pow2_scale, align: reference.quantize_blockwise_transpose(w, pow2_scale, align)[2:],
+    reference=lambda w, *, pow2_scale, align: (
+        reference.quantize_blockwise_transpose(w, pow2_scale, align)[2:]),
     kernel=_blockwise_t_kernel, batching_rule=_primitive.batch_leading_axes, multiple_results=True,
     partition=_blockwise_t_partition())
 
