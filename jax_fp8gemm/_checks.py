@@ -49,7 +49,8 @@ def same(op: str, what: str, a_name: str, a_val: int, b_name: str, b_val: int) -
 def k_multiple_of_16(op: str, k: int) -> None:
     # TMA needs 16-byte row strides and WGMMA consumes K in steps of 32 bytes; one rule everywhere.
     if k % 16 != 0:
-        raise ValueError(f"{op}: K (the contracted axis, {k}) must be a multiple of 16")
+        raise ValueError(f"{op}: K (the contracted axis, {k}) must be a multiple of 16 (quantize both "
+                         f"operands with align=32 to have them zero-padded: 32 is also faster)")
 
 
 def out_dtype(op: str, dtype):

@@ -30,6 +30,19 @@ def test_gemm_matches_float64(rng, m, n, k, out_dtype):
     assert calc_diff(out, unq) <= 1e-3
 
 
+def test_operands_quantized_with_align_take_any_k(rng):
+    """K = 200 (not a multiple of 16): operands quantized with align=32 (K zero-padded to 224)
+    give the product of the unpadded quantized operands; the grouped GEMM too."""
+    x, w = randn(rng, (64, 200)), randn(rng, (2, 48, 200))
+    a, a_s = fg.quantize_rowwise(x, align=32)
+    b, b_s = fg.quantize_blockwise(w, align=32)
+    assert a.shape == (64, 224) and b.shape == (2, 48, 224)
+    want = [ref_dense(*fg.quantize_rowwise(x), *fg.quantize_blockwise(w[g])) for g in (0, 1)]
+    assert calc_diff(fg.gemm(a, a_s, b[0], b_s[0]), want[0]) <= 1e-5
+    out = fg.grouped_gemm(a, a_s, b, b_s, jnp.array([40, 24], jnp.int32))
+    assert calc_diff(out, np.concatenate([want[0][:40], want[1][40:]])) <= 1e-5
+
+
 def test_gemm_leading_axes_and_vmap(rng):
     a, a_s, b, b_s = quantized(rng, (2, 3, 5, 256), (48, 256))
     out = fg.gemm(a, a_s, b, b_s)
