@@ -10,7 +10,7 @@ from conftest import calc_diff, deq_blocks, deq_rows, f64, randn
 import jax_fp8gemm as fg
 
 
-@pytest.mark.parametrize("m,k,n", [(256, 384, 256), (130, 200, 72)])
+@pytest.mark.parametrize("m,k,n", [(256, 384, 256), (130, 200, 72), (100, 201, 130)])
 def test_fp8_dot_forward_and_grads(rng, m, k, n):
     x = randn(rng, (m, k), jnp.bfloat16)
     w = randn(rng, (k, n), jnp.bfloat16, scale=0.05)
@@ -114,8 +114,9 @@ def numpy_ragged(lhs, rhs, sizes):
     return out
 
 
-def test_ragged_dot_forward_and_grads(rng):
-    g, m, k, n = 4, 200, 256, 144
+@pytest.mark.parametrize("m,k,n", [(200, 256, 144), (203, 200, 130)])  # the second: widths off 32 / 8
+def test_ragged_dot_forward_and_grads(rng, m, k, n):
+    g = 4
     sizes = np.array([70, 0, 50, 60])  # sum 180 < 200: the last 20 rows are zero
     lhs = randn(rng, (m, k), jnp.bfloat16)
     rhs = randn(rng, (g, k, n), jnp.bfloat16, scale=0.05)
@@ -125,6 +126,7 @@ def test_ragged_dot_forward_and_grads(rng):
     dl, dr = vjp(dy)
     y_ref = numpy_ragged(f64(lhs), f64(rhs), sizes)
     assert calc_diff(y, y_ref) <= 2e-3
+    assert y.shape == (m, n) and dl.shape == lhs.shape and dr.shape == rhs.shape
     assert np.all(np.asarray(y)[180:] == 0)
     y_bf, vjp_bf = jax.vjp(lambda a, b: jax.lax.ragged_dot(a, b, gs, preferred_element_type=jnp.float32), lhs, rhs)
     dl_bf, dr_bf = vjp_bf(dy.astype(jnp.float32))

@@ -60,7 +60,7 @@ def test_reference_gelu_and_derivative_in_float32(rng):
     np.testing.assert_allclose(got_grad[no_cancel], np.asarray(want_grad), rtol=1e-5, atol=1e-6)
 
 
-@pytest.mark.parametrize("t,d,f,o", [(256, 384, 512, 256), (200, 136, 520, 72)])
+@pytest.mark.parametrize("t,d,f,o", [(256, 384, 512, 256), (200, 136, 520, 72), (203, 130, 130, 70)])
 def test_fp8_mlp_forward_and_grads(rng, t, d, f, o):
     x = randn(rng, (t, d), jnp.bfloat16)
     w_up = randn(rng, (d, f), jnp.float32, scale=d ** -0.5)
