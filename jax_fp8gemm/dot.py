@@ -41,15 +41,15 @@ ALIGN = 32
 STORE_ALIGN = 8
 
 
-def pad_for_store(v, *axes):
+def _pad_for_store(v, *axes):
     """v zero-padded along `axes` to a multiple of STORE_ALIGN (v itself where they are already)."""
     axes = {a % v.ndim for a in axes}
     pad = [(0, -n % STORE_ALIGN if a in axes else 0) for a, n in enumerate(v.shape)]
     return jnp.pad(v, pad) if any(p for _, p in pad) else v
 
 
-def cut(v, *sizes):
-    """v cut to `sizes` along its last len(sizes) axes (where pad_for_store padded them)."""
+def _cut(v, *sizes):
+    """v cut to `sizes` along its last len(sizes) axes (where _pad_for_store padded them)."""
     if v.shape[v.ndim - len(sizes):] == tuple(sizes):
         return v
     return v[(..., *(slice(0, s) for s in sizes))]
@@ -109,8 +109,8 @@ def _grad_dtype(x):
 def _forward(x2, w):
     a, a_s = quantize_rowwise(x2, align=ALIGN)
     # w^T's [N, K] blocks, no copy of w^T
-    b, b_s = quantize_blockwise_transposed(pad_for_store(w, 1), align=ALIGN)
-    return cut(gemm(a, a_s, b, b_s, out_dtype=_out_dtype(x2, w)), w.shape[1])
+    b, b_s = quantize_blockwise_transposed(_pad_for_store(w, 1), align=ALIGN)
+    return _cut(gemm(a, a_s, b, b_s, out_dtype=_out_dtype(x2, w)), w.shape[1])
 
 
 def fp8_dot(x: jax.Array, w: jax.Array) -> jax.Array:
@@ -135,8 +135,8 @@ def _fp8_dot_fwd(x, w, x_type, w_type):
     # padded along the axis its GEMM contracts: a [T, K'], xt [K, T'], wq [K, N'], b [N, K'].
     k, n = w.shape
     a, a_s, xt, xt_s = quantize_rowwise_transpose(x.reshape(-1, k), align=ALIGN)
-    wq, wq_s, b, b_s = quantize_blockwise_transpose(pad_for_store(w, 0, 1), align=ALIGN)
-    y = cut(gemm(a, a_s, b, b_s, out_dtype=_out_dtype(x, w)), n)
+    wq, wq_s, b, b_s = quantize_blockwise_transpose(_pad_for_store(w, 0, 1), align=ALIGN)
+    y = _cut(gemm(a, a_s, b, b_s, out_dtype=_out_dtype(x, w)), n)
     return y.reshape(*x.shape[:-1], n), (xt, xt_s, wq, wq_s)
 
 
@@ -144,11 +144,11 @@ def _fp8_dot_bwd(x_type, w_type, res, dy):
     xt, xt_s, wq, wq_s = res
     k, n = w_type.shape
     # dy in 1x128 groups along N (dgrad) and along tokens (wgrad), one pass.
-    d, d_s, dt, dt_s = quantize_rowwise_transpose(pad_for_store(dy.reshape(-1, n), 1), align=ALIGN)
+    d, d_s, dt, dt_s = quantize_rowwise_transpose(_pad_for_store(dy.reshape(-1, n), 1), align=ALIGN)
     # dgrad: dy [M, N] @ w [K, N].T, the weight blocks in their other orientation.
-    dx = cut(gemm(d, d_s, wq, wq_s, out_dtype=_grad_dtype(dy)), k)
+    dx = _cut(gemm(d, d_s, wq, wq_s, out_dtype=_grad_dtype(dy)), k)
     # wgrad: x.T [K, M] @ dy.T [N, M].T, both grouped along the token axis M.
-    dw = cut(gemm_wgrad(xt, xt_s, dt, dt_s, out_dtype=_grad_dtype(w_type)), n)
+    dw = _cut(gemm_wgrad(xt, xt_s, dt, dt_s, out_dtype=_grad_dtype(w_type)), n)
     return _like_primal(dx.reshape(x_type.shape), x_type), _like_primal(dw, w_type)
 
 
@@ -197,8 +197,8 @@ def _ragged(lhs, rhs, group_sizes):
 @functools.partial(jax.custom_vjp, nondiff_argnums=(3, 4))
 def _ragged_vjp(lhs, rhs, group_sizes, lhs_type, rhs_type):
     a, a_s = quantize_rowwise(lhs, align=ALIGN)
-    b, b_s = quantize_blockwise_transposed(pad_for_store(rhs, 2), align=ALIGN)  # [G, N, K']
-    return cut(grouped_gemm(a, a_s, b, b_s, group_sizes, out_dtype=_out_dtype(lhs, rhs)), rhs.shape[2])
+    b, b_s = quantize_blockwise_transposed(_pad_for_store(rhs, 2), align=ALIGN)  # [G, N, K']
+    return _cut(grouped_gemm(a, a_s, b, b_s, group_sizes, out_dtype=_out_dtype(lhs, rhs)), rhs.shape[2])
 
 
 def _ragged_fwd(lhs, rhs, group_sizes, lhs_type, rhs_type):
@@ -206,19 +206,19 @@ def _ragged_fwd(lhs, rhs, group_sizes, lhs_type, rhs_type):
     # [G, N, K] (forward) and [G, K, N] (dgrad), each in one pass; the FP8 copies are kept
     # (padded along their contracted axes, as in fp8_dot).
     a, a_s, lt, lt_s = quantize_rowwise_transpose(lhs, align=ALIGN)
-    rq, rq_s, b, b_s = quantize_blockwise_transpose(pad_for_store(rhs, 1, 2), align=ALIGN)
-    y = cut(grouped_gemm(a, a_s, b, b_s, group_sizes, out_dtype=_out_dtype(lhs, rhs)), rhs.shape[2])
+    rq, rq_s, b, b_s = quantize_blockwise_transpose(_pad_for_store(rhs, 1, 2), align=ALIGN)
+    y = _cut(grouped_gemm(a, a_s, b, b_s, group_sizes, out_dtype=_out_dtype(lhs, rhs)), rhs.shape[2])
     return y, (lt, lt_s, rq, rq_s, group_sizes)
 
 
 def _ragged_bwd(lhs_type, rhs_type, res, dy):
     lt, lt_s, rq, rq_s, group_sizes = res
     k, n = rhs_type.shape[1:]
-    d, d_s, dt, dt_s = quantize_rowwise_transpose(pad_for_store(dy, 1), align=ALIGN)
+    d, d_s, dt, dt_s = quantize_rowwise_transpose(_pad_for_store(dy, 1), align=ALIGN)
     # dgrad: row r of dy times rhs[g(r)] [K, N] read as [N'=K, K'=N] blockwise.
-    dlhs = cut(grouped_gemm(d, d_s, rq, rq_s, group_sizes, out_dtype=_grad_dtype(dy)), k)
+    dlhs = _cut(grouped_gemm(d, d_s, rq, rq_s, group_sizes, out_dtype=_grad_dtype(dy)), k)
     # wgrad: per group, lhs_g.T [K, M_g] @ dy_g [M_g, N], 1x128 along tokens.
-    drhs = cut(grouped_gemm_wgrad(lt, lt_s, dt, dt_s, group_sizes, out_dtype=_grad_dtype(rhs_type)), n)
+    drhs = _cut(grouped_gemm_wgrad(lt, lt_s, dt, dt_s, group_sizes, out_dtype=_grad_dtype(rhs_type)), n)
     no_grad = np.zeros(group_sizes.shape, dtype=jax.dtypes.float0)  # integer input
     return _like_primal(dlhs, lhs_type), _like_primal(drhs, rhs_type), no_grad
 

@@ -452,7 +452,7 @@ def _pairs_for_rows_off_sectors(config: GemmConfig, m: int, k: int, num_sms: int
     if k % _SECTOR_BYTES == 0 or num_sms < 2 or config.multicast != 1 or config.k_splits != 1:
         return config
     if config.block_m == 256:
-        return dataclasses.replace(config, multicast=2, multicast_a=1)
+        return _share_a_on_256_rows(config, True)
     if config.block_m == 128 and m > 128:
         return dataclasses.replace(config, multicast=2, multicast_a=0)
     return config

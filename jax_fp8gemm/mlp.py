@@ -17,7 +17,7 @@ import functools
 
 import jax
 
-from .dot import ALIGN, _check_dot, _grad_dtype, _like_primal, _out_dtype, cut, pad_for_store
+from .dot import ALIGN, _check_dot, _cut, _grad_dtype, _like_primal, _out_dtype, _pad_for_store
 from .gemm import gemm
 from .quantize import (quantize_blockwise_transpose, quantize_blockwise_transposed, quantize_rowwise,
                        quantize_rowwise_transpose, quantize_rowwise_transpose_act_grad)
@@ -43,8 +43,8 @@ def fp8_mlp(x: jax.Array, w_up: jax.Array, w_down: jax.Array, activation: str = 
 def _quantize_weight(w):
     """w [K, N] -> ([K, N'] blocks (dgrad operand), scales, [N, K'] blocks (forward operand), scales),
     each padded along the axis its GEMM contracts (fp8_dot's ALIGN); K and N first to multiples of 8
-    where they are not (fp8_dot's pad_for_store: the outputs' rows)."""
-    return quantize_blockwise_transpose(pad_for_store(w, 0, 1), align=ALIGN)
+    where they are not (fp8_dot's _pad_for_store: the outputs' rows)."""
+    return quantize_blockwise_transpose(_pad_for_store(w, 0, 1), align=ALIGN)
 
 
 def _forward(x, w_up, w_down, activation):
@@ -54,7 +54,7 @@ def _forward(x, w_up, w_down, activation):
     u = gemm(a, a_s, bu, bu_s, out_dtype=_out_dtype(x, w_up))  # [T, F] (F padded to 8: zeros)
     h, h_s, ht, ht_s = quantize_rowwise_transpose(u, activation=activation, align=ALIGN)
     wd, wd_s, bd, bd_s = _quantize_weight(w_down)
-    y = cut(gemm(h, h_s, bd, bd_s, out_dtype=_out_dtype(u, w_down)), w_down.shape[1])
+    y = _cut(gemm(h, h_s, bd, bd_s, out_dtype=_out_dtype(u, w_down)), w_down.shape[1])
     return y, (xt, xt_s, wu, wu_s, u, ht, ht_s, wd, wd_s)
 
 
@@ -63,11 +63,11 @@ def _forward_only(x, w_up, w_down, activation):
     is quantized in one pass (quantize_blockwise_transposed); the hidden layer's quantizer, the one that applies
     the activation, writes both orientations."""
     a, a_s = quantize_rowwise(x, align=ALIGN)
-    bu, bu_s = quantize_blockwise_transposed(pad_for_store(w_up, 1), align=ALIGN)
+    bu, bu_s = quantize_blockwise_transposed(_pad_for_store(w_up, 1), align=ALIGN)
     u = gemm(a, a_s, bu, bu_s, out_dtype=_out_dtype(x, w_up))
     h, h_s, _, _ = quantize_rowwise_transpose(u, activation=activation, align=ALIGN)
-    bd, bd_s = quantize_blockwise_transposed(pad_for_store(w_down, 0, 1), align=ALIGN)
-    return cut(gemm(h, h_s, bd, bd_s, out_dtype=_out_dtype(u, w_down)), w_down.shape[1])
+    bd, bd_s = quantize_blockwise_transposed(_pad_for_store(w_down, 0, 1), align=ALIGN)
+    return _cut(gemm(h, h_s, bd, bd_s, out_dtype=_out_dtype(u, w_down)), w_down.shape[1])
 
 
 @functools.partial(jax.custom_vjp, nondiff_argnums=(3, 4))
@@ -85,12 +85,12 @@ def _fp8_mlp_bwd(types, activation, res, dy):
     x_type, w_up_type, w_down_type = types
     xt, xt_s, wu, wu_s, u, ht, ht_s, wd, wd_s = res
     (d, f), o = w_up_type.shape, w_down_type.shape[1]
-    g, g_s, gt, gt_s = quantize_rowwise_transpose(pad_for_store(dy.reshape(-1, o), 1), align=ALIGN)
-    dw_down = cut(gemm_wgrad(ht, ht_s, gt, gt_s, out_dtype=_grad_dtype(w_down_type)), f, o)
+    g, g_s, gt, gt_s = quantize_rowwise_transpose(_pad_for_store(dy.reshape(-1, o), 1), align=ALIGN)
+    dw_down = _cut(gemm_wgrad(ht, ht_s, gt, gt_s, out_dtype=_grad_dtype(w_down_type)), f, o)
     dh = gemm(g, g_s, wd, wd_s, out_dtype=u.dtype)  # [T, F], u's shape (F padded to 8)
     du, du_s, dut, dut_s = quantize_rowwise_transpose_act_grad(dh, u, activation, align=ALIGN)
-    dx = cut(gemm(du, du_s, wu, wu_s, out_dtype=_grad_dtype(dy)), d)
-    dw_up = cut(gemm_wgrad(xt, xt_s, dut, dut_s, out_dtype=_grad_dtype(w_up_type)), f)
+    dx = _cut(gemm(du, du_s, wu, wu_s, out_dtype=_grad_dtype(dy)), d)
+    dw_up = _cut(gemm_wgrad(xt, xt_s, dut, dut_s, out_dtype=_grad_dtype(w_up_type)), f)
     return (_like_primal(dx.reshape(x_type.shape), x_type), _like_primal(dw_up, w_up_type),
             _like_primal(dw_down, w_down_type))
 
