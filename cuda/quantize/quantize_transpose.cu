@@ -150,15 +150,15 @@ __global__ void __launch_bounds__(kThreads, ctas_per_sm<T, kAct>(kAlignedIn))
   const int g = threadIdx.x / kThreadsPerGroup, l = threadIdx.x % kThreadsPerGroup;
   const int warp = threadIdx.x / 32;
   // A tile's (batch, row tile, column tile), by 32-bit division (the launch keeps num_tiles < 2^31).
-  struct Coords { int64_t batch, rt, ct; };
+  struct Coords { uint32_t batch, rt, ct; };  // 32-bit: fewer registers live across the tile
   auto coords = [&](int64_t tile) {
     const uint32_t t = uint32_t(tile), band = t / uint32_t(col_tiles);
     return Coords{band / uint32_t(row_tiles), band % uint32_t(row_tiles), t % uint32_t(col_tiles)};
   };
   // This thread's first row and column in a tile, and the offset of the tile's batch in x (q and
   // qt: rows zero-padded to cols_out and rows_out, quantize.h).
-  auto first_row = [&](const Coords& c) { return c.rt * kGroup + g * kRowsPerThread; };
-  auto first_col = [&](const Coords& c) { return c.ct * kGroup + l * kVec; };
+  auto first_row = [&](const Coords& c) { return int64_t(c.rt) * kGroup + g * kRowsPerThread; };
+  auto first_col = [&](const Coords& c) { return int64_t(c.ct) * kGroup + l * kVec; };
   auto batch_offset = [&](const Coords& c) { return c.batch * rows * cols; };
 
   // cp.async of this thread's chunks of tile `tile` into `stage` (rows past the end: zeros), one
@@ -187,13 +187,12 @@ __global__ void __launch_bounds__(kThreads, ctas_per_sm<T, kAct>(kAlignedIn))
   for (int64_t tile = blockIdx.x; tile < num_tiles; tile += gridDim.x, stage ^= 1) {
     prefetch(tile + gridDim.x, stage ^ 1);
     const Coords tc = coords(tile);
-    const int64_t batch = tc.batch, rt = tc.rt, ct = tc.ct;
+    const uint32_t batch = tc.batch, rt = tc.rt, ct = tc.ct;
     const int64_t row0 = first_row(tc);  // first of this thread's rows
     const int64_t col = first_col(tc);   // first of this thread's columns
     const int valid = chunk_valid(col, cols);
     const int64_t base = batch_offset(tc);
     const T* const xb = x + base;
-    uint8_t* const qtb = qt + batch * cols * rows_out;
 
     // Load: packed 16-bit chunks (kPacked; prefetched with kPrefetch) or floats; rows past the end
     // read as zeros.
@@ -340,7 +339,7 @@ __global__ void __launch_bounds__(kThreads, ctas_per_sm<T, kAct>(kAlignedIn))
         for (int w = 0; w < kWarps; ++w) amax = mag_max(amax, part_amax[w][threadIdx.x]);
         const float scale = scale_from_amax(amax, pow2);
         col_inv[threadIdx.x] = 1.0f / scale;
-        const int64_t c = ct * kGroup + threadIdx.x;
+        const int64_t c = int64_t(ct) * kGroup + threadIdx.x;
         if (c < cols) st[(batch * row_tiles + rt) * cols + c] = scale;  // MN-major: 512 B per tile
       }
     }
@@ -361,6 +360,13 @@ __global__ void __launch_bounds__(kThreads, ctas_per_sm<T, kAct>(kAlignedIn))
           store_vec<false>(dst, chunk_valid(col, cols_out), f, row_inv[p]);
         }
       }
+    }
+    // The qt pass below unpacks the chunks again rather than keep q's unpacked halves live (the
+    // compiler would, spilling at the 80-register budget): hide the words' values from it.
+    if constexpr (kPacked) {
+#pragma unroll
+      for (int p = 0; p < kRowsPerThread; ++p)
+        asm volatile("" : "+r"(raw[p].x), "+r"(raw[p].y), "+r"(raw[p].z), "+r"(raw[p].w));
     }
 
     // qt: column i of this thread's chunk, its R rows -> one R-byte word of the transposed tile.
@@ -386,17 +392,17 @@ __global__ void __launch_bounds__(kThreads, ctas_per_sm<T, kAct>(kAlignedIn))
     constexpr int kChunksPerRow = kGroup / kChunk;                 // 8
     constexpr int kRowsPerStep = kThreads / kChunksPerRow;         // 32 or 64
     const int chunk = threadIdx.x % kChunksPerRow;
-    const int64_t m = rt * kGroup + chunk * kChunk;                // x row of the chunk's first byte
+    const int64_t m = int64_t(rt) * kGroup + chunk * kChunk;       // x row of the chunk's first byte
     // Bytes of the chunk to write: x's rows, then zeros up to rows_out (rows past x's are zeros in
     // the tile).
     const int m_valid = m >= rows_out ? 0 : (rows_out - m >= kChunk ? kChunk : int(rows_out - m));
 #pragma unroll
     for (int step = 0; step < kGroup / kRowsPerStep; ++step) {
       const int c = step * kRowsPerStep + threadIdx.x / kChunksPerRow;
-      const int64_t col_c = ct * kGroup + c;
+      const int64_t col_c = int64_t(ct) * kGroup + c;
       if (col_c >= cols || m_valid == 0) continue;
       const uint4 bytes = *reinterpret_cast<const uint4*>(&tile_t[t_offset(c, chunk * kChunk)]);
-      uint8_t* dst = qtb + col_c * rows_out + m;
+      uint8_t* dst = qt + (batch * cols + col_c) * rows_out + m;
       if (kAlignedT && m_valid == kChunk) {
         *reinterpret_cast<uint4*>(dst) = bytes;
       } else {
@@ -406,6 +412,7 @@ __global__ void __launch_bounds__(kThreads, ctas_per_sm<T, kAct>(kAlignedIn))
           if (i < m_valid) dst[i] = b[i];
       }
     }
+    if constexpr (!kPrefetch) break;  // a CTA per tile (launch): no loop state kept live
   }
 }
 
