@@ -47,7 +47,9 @@ def poison_allocator(nbytes):
     jnp.full((nbytes // 4 + 1,), jnp.nan, jnp.float32).block_until_ready()
 
 
-QUANT_SHAPES = [(1, 128), (3, 7, 300), (4096, 7168), (129, 1000), (33, 136), (5, 4)]
+# (37, 130) and (67, 131): rows of 2 mod 4 and odd lengths, loaded and stored as words of 8, 4 or 1
+# elements as each row's alignment allows.
+QUANT_SHAPES = [(1, 128), (3, 7, 300), (4096, 7168), (129, 1000), (33, 136), (5, 4), (37, 130), (67, 131)]
 
 
 @pytest.mark.parametrize("dtype", [jnp.float32, jnp.bfloat16, jnp.float16])
@@ -63,7 +65,7 @@ def test_quantize_rowwise_kernel_bitwise(rng, dtype, shape, pow2):
 
 
 @pytest.mark.parametrize("dtype", [jnp.float32, jnp.bfloat16, jnp.float16])
-@pytest.mark.parametrize("shape", [(128, 128), (300, 260), (2, 7168, 2048), (3, 129, 8), (1, 4)])
+@pytest.mark.parametrize("shape", [(128, 128), (300, 260), (2, 7168, 2048), (3, 129, 8), (1, 4), (67, 131)])
 @pytest.mark.parametrize("pow2", [False, True])
 def test_quantize_blockwise_kernel_bitwise(rng, dtype, shape, pow2):
     w = randn(rng, shape, dtype, scale=rng.choice([1e-2, 1.0, 50.0]))
@@ -88,9 +90,9 @@ def test_quantize_nan_inf_match_reference(rng):
 
 
 # (3, 1000, 2056): 408 tiles (more than the SMs hold at once), partial ones both ways and batch
-# boundaries.
+# boundaries. (37, 130), (67, 131): as in QUANT_SHAPES; qt rows of odd and 4 mod 16 lengths too.
 TRANSPOSE_SHAPES = [(128, 128), (4096, 7168), (300, 260), (2, 257, 1000), (33, 136), (5, 4),
-                    (16, 4100), (1000, 24), (3, 1000, 2056)]
+                    (16, 4100), (1000, 24), (3, 1000, 2056), (37, 130), (67, 131)]
 
 
 @pytest.mark.parametrize("dtype", [jnp.float32, jnp.bfloat16, jnp.float16])
@@ -137,7 +139,7 @@ ALIGNED = {  # op -> (kernel call, reference), x and align
 
 @pytest.mark.parametrize("dtype", [jnp.float32, jnp.bfloat16])
 @pytest.mark.parametrize("shape", [(300, 260), (2, 257, 1000), (33, 136), (5, 4), (1000, 24), (16, 4100),
-                                   (129, 1008)])
+                                   (129, 1008), (67, 131)])
 @pytest.mark.parametrize("align", [2, 32])
 @pytest.mark.parametrize("op", sorted(ALIGNED))
 def test_quantizers_pad_with_zeros_bitwise(rng, dtype, shape, align, op):

@@ -15,7 +15,8 @@ from jax_fp8gemm.gemm import gemm_kernel_call
 from jax_fp8gemm.wgrad import gemm_wgrad_kernel_call, grouped_gemm_wgrad_kernel_call
 
 key = jax.random.key(0)
-for shape in [(3, 200), (2, 130, 136), (5, 4)]:
+# (37, 130), (67, 131): rows loaded and stored as 8-, 4-byte words or bytes, as each allows
+for shape in [(3, 200), (2, 130, 136), (5, 4), (37, 130), (67, 131)]:
     # align = 32: the FP8 outputs written zero-padded along their last axis
     for dtype, align in itertools.product((jnp.float32, jnp.bfloat16, jnp.float16), (1, 32)):
         x = jax.random.normal(key, shape, jnp.float32).astype(dtype)

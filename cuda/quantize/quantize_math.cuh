@@ -80,8 +80,22 @@ __device__ __forceinline__ void raw_to_floats(const uint4 (&raw)[kRawWords<T>], 
   }
 }
 
+// A whole chunk of kVec elements at p as Words (p aligned to a Word), as floats.
+template <typename T, typename Word>
+__device__ __forceinline__ void load_words(const T* p, float (&v)[kVec]) {
+  constexpr int kWords = static_cast<int>(kVec * sizeof(T) / sizeof(Word));
+  Word w[kWords];
+#pragma unroll
+  for (int j = 0; j < kWords; ++j) w[j] = __ldg(reinterpret_cast<const Word*>(p) + j);
+  const T* e = reinterpret_cast<const T*>(w);
+#pragma unroll
+  for (int i = 0; i < kVec; ++i) v[i] = to_float(e[i]);
+}
+
 // Loads up to kVec elements starting at p (count valid), zero-filling the rest.
-// kAligned: the 8 elements are in bounds and 16-byte aligned, so vector loads do.
+// kAligned: the 8 elements are in bounds and 16-byte aligned, so vector loads do. Otherwise a
+// whole chunk still loads as 8- or 4-byte words where p allows (rows of an even length: 16-bit
+// elements at 4 bytes, 8x slower one by one), and element by element at the edges.
 template <typename T, bool kAligned>
 __device__ __forceinline__ void load_vec(const T* p, int valid, float (&v)[kVec]) {
   if constexpr (kAligned) {
@@ -89,8 +103,15 @@ __device__ __forceinline__ void load_vec(const T* p, int valid, float (&v)[kVec]
     load_raw(p, raw);
     raw_to_floats<T>(raw, v);
   } else {
+    const uintptr_t at = reinterpret_cast<uintptr_t>(p);
+    if (valid == kVec && at % 8 == 0) {
+      load_words<T, uint2>(p, v);
+    } else if (valid == kVec && at % 4 == 0) {
+      load_words<T, uint32_t>(p, v);
+    } else {
 #pragma unroll
-    for (int i = 0; i < kVec; ++i) v[i] = i < valid ? to_float(p[i]) : 0.0f;
+      for (int i = 0; i < kVec; ++i) v[i] = i < valid ? to_float(p[i]) : 0.0f;
+    }
   }
 }
 
@@ -179,10 +200,14 @@ __device__ __forceinline__ void to_e4m3(const float (&v)[N], float inv, uint8_t 
 // 8-byte aligned).
 template <bool kAligned>
 __device__ __forceinline__ void store_vec(uint8_t* q, int valid, const float (&v)[kVec], float inv) {
-  uint8_t out[kVec];
+  alignas(8) uint8_t out[kVec];
   to_e4m3(v, inv, out);
-  if constexpr (kAligned) {
+  const uintptr_t at = reinterpret_cast<uintptr_t>(q);
+  if (kAligned || (valid == kVec && at % 8 == 0)) {
     *reinterpret_cast<uint2*>(q) = *reinterpret_cast<const uint2*>(out);
+  } else if (valid == kVec && at % 4 == 0) {  // as load_vec: words where the row allows
+    reinterpret_cast<uint32_t*>(q)[0] = reinterpret_cast<const uint32_t*>(out)[0];
+    reinterpret_cast<uint32_t*>(q)[1] = reinterpret_cast<const uint32_t*>(out)[1];
   } else {
 #pragma unroll
     for (int i = 0; i < kVec; ++i)
