@@ -94,8 +94,8 @@ __device__ __forceinline__ void load_words(const T* p, float (&v)[kVec]) {
 
 // Loads up to kVec elements starting at p (count valid), zero-filling the rest.
 // kAligned: the 8 elements are in bounds and 16-byte aligned, so vector loads do. Otherwise a
-// whole chunk still loads as 8- or 4-byte words where p allows (rows of an even length: 16-bit
-// elements at 4 bytes, 8x slower one by one), and element by element at the edges.
+// whole chunk still loads as 8- or 4-byte words where p's alignment allows (16-bit rows of an
+// even length: 4 loads instead of 8), element by element only at the edges and at odd lengths.
 template <typename T, bool kAligned>
 __device__ __forceinline__ void load_vec(const T* p, int valid, float (&v)[kVec]) {
   if constexpr (kAligned) {
