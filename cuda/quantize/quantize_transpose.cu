@@ -403,21 +403,11 @@ __global__ void __launch_bounds__(kThreads, ctas_per_sm<T, kAct>(kAlignedIn))
       if (col_c >= cols || m_valid == 0) continue;
       const uint4 bytes = *reinterpret_cast<const uint4*>(&tile_t[t_offset(c, chunk * kChunk)]);
       uint8_t* dst = qt + (batch * cols + col_c) * rows_out + m;
-      if (kAlignedT && m_valid == kChunk) {
-        *reinterpret_cast<uint4*>(dst) = bytes;
-      } else if (m_valid == kChunk && reinterpret_cast<uintptr_t>(dst) % 8 == 0) {
-        // rows_out = 8 mod 16 (e.g. 8200 tokens): two 8-byte stores, not 16 single bytes
-        reinterpret_cast<uint2*>(dst)[0] = make_uint2(bytes.x, bytes.y);
-        reinterpret_cast<uint2*>(dst)[1] = make_uint2(bytes.z, bytes.w);
-      } else if (m_valid == kChunk && reinterpret_cast<uintptr_t>(dst) % 4 == 0) {
-        uint32_t* words = reinterpret_cast<uint32_t*>(dst);
-        words[0] = bytes.x, words[1] = bytes.y, words[2] = bytes.z, words[3] = bytes.w;
-      } else {
-        const uint8_t* b = reinterpret_cast<const uint8_t*>(&bytes);
-#pragma unroll
-        for (int i = 0; i < kChunk; ++i)
-          if (i < m_valid) dst[i] = b[i];
-      }
+      const uint8_t* b = reinterpret_cast<const uint8_t*>(&bytes);
+      if (kAlignedT && m_valid == kChunk)
+        store_bytes<kChunk, true>(dst, b, kChunk);
+      else
+        store_bytes<kChunk, false>(dst, b, m_valid);
     }
     if constexpr (!kPrefetch) break;  // a CTA per tile (launch): no loop state kept live
   }
