@@ -47,8 +47,8 @@ def poison_allocator(nbytes):
     jnp.full((nbytes // 4 + 1,), jnp.nan, jnp.float32).block_until_ready()
 
 
-# (37, 130) and (67, 131): rows of 2 mod 4 and odd lengths, loaded and stored as 8- or 4-byte words
-# or element by element, as each row's alignment allows.
+# (37, 130) and (67, 131): rows of 2 mod 4 and odd lengths, loaded as 4-byte words or element by
+# element (for all rows, or as each row's alignment allows) and stored as the address allows.
 QUANT_SHAPES = [(1, 128), (3, 7, 300), (4096, 7168), (129, 1000), (33, 136), (5, 4), (37, 130), (67, 131)]
 
 

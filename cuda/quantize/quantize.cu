@@ -41,53 +41,44 @@ __global__ void __launch_bounds__(kTileRows * kTileGroups * kThreadsPerGroup,
   const int lane_in_group = threadIdx.x % kThreadsPerGroup;
 
   // This thread's chunk of tile u: the group (row, kb), the first column (kPadded: k_out where the
-  // half warp has no group in this tile, past the last row or group), the valid elements. kPadded:
-  // the elements of q it writes, the valid ones and the zero padding, are chunk_valid(col, k_out).
+  // half warp has no group in this tile, past the last row or group), its address in x and the valid
+  // elements. kPadded: the elements of q it writes, the valid ones and the zero padding, are
+  // chunk_valid(col, k_out).
   struct Chunk {
     int64_t row, kb, col;
-    int valid;
   };
   Chunk c[kTilesPerCta];
-  // kAligned (a chunk is all 8 elements or none): the raw 16-byte words, loaded for every tile
-  // before any is used (converted at its first use, so no load waits for another); otherwise
-  // floats, element by element.
-  uint4 raw[kAligned ? kTilesPerCta : 1][kRawWords<T>];
-  float v[kAligned ? 1 : kTilesPerCta][kVec];
+  int valid[kTilesPerCta];
 #pragma unroll
   for (int u = 0; u < kTilesPerCta; ++u) {
-    const int64_t tile = blockIdx.x + int64_t(u) * gridDim.x;
-    const int64_t tile_row = tile / col_tiles * kTileRows + half_warp / kTileGroups;
-    const int64_t tile_kb = tile % col_tiles * kTileGroups + half_warp % kTileGroups;
+    // 32-bit division (the launch keeps the grid below 2^31, so tile < 2^32): a 64-bit one is a
+    // slow path of its own, which delayed the loads behind it (2.5%, RESULTS.md session 59).
+    const uint32_t tile = blockIdx.x + uint32_t(u) * gridDim.x, band = tile / uint32_t(col_tiles);
+    const int64_t tile_row = int64_t(band) * kTileRows + half_warp / kTileGroups;
+    const int64_t tile_kb = int64_t(tile - band * uint32_t(col_tiles)) * kTileGroups + half_warp % kTileGroups;
     const bool active = tile < num_tiles && tile_row < rows && tile_kb < k_groups;
     c[u].row = active ? tile_row : 0, c[u].kb = active ? tile_kb : 0;
     c[u].col = active || !kPadded ? c[u].kb * kGroup + lane_in_group * kVec : k_out;
-    c[u].valid = active ? chunk_valid(c[u].col, k) : 0;
-    const T* p = x + c[u].row * k + c[u].col;
-    if constexpr (kAligned) {
-      load_raw(p, raw[u], c[u].valid != 0);
-    } else {
-      load_vec<T, false>(p, c[u].valid, v[u]);
-    }
+    valid[u] = active ? chunk_valid(c[u].col, k) : 0;
   }
+  // Every tile's chunk is loaded before any is used.
+  uint4 raw[kTilesPerCta][kRawWords<T>];
+  load_chunks<T, kAligned, kTilesPerCta>([&](int u) { return x + c[u].row * k + c[u].col; },
+                                         [&](int u) { return valid[u]; }, kAligned ? 16 : chunk_alignment(x, k), raw);
 #pragma unroll
   for (int u = 0; u < kTilesPerCta; ++u) {
     // Half warps with no group (valid 0: zeros) still take part in the shuffles (all 16 lanes
     // must); a CTA's last tiles may lie past the grid's work altogether, uniformly for the CTA.
     if (blockIdx.x + int64_t(u) * gridDim.x >= num_tiles) break;
     float f[kVec];
-    if constexpr (kAligned) {
-      raw_to_floats<T>(raw[u], f);
-    } else {
-#pragma unroll
-      for (int i = 0; i < kVec; ++i) f[i] = v[u][i];
-    }
+    raw_to_floats<T>(raw[u], f);
     float amax = 0.0f;
 #pragma unroll
     for (int i = 0; i < kVec; ++i) amax = mag_max(amax, fabsf(f[i]));
 #pragma unroll
     for (int offset = kThreadsPerGroup / 2; offset > 0; offset /= 2)
       amax = mag_max(amax, __shfl_xor_sync(0xFFFFFFFFu, amax, offset));
-    const int stored = kPadded ? chunk_valid(c[u].col, k_out) : c[u].valid;
+    const int stored = kPadded ? chunk_valid(c[u].col, k_out) : valid[u];
     if (stored == 0) continue;
     const float scale = scale_from_amax(amax, pow2);
     // MN-major (s[kb * rows + row]): the layout the GEMMs load, so that a quantize -> GEMM pipeline
@@ -99,7 +90,7 @@ __global__ void __launch_bounds__(kTileRows * kTileGroups * kThreadsPerGroup,
 
 // One CTA of 256 threads per 128x128 block: thread t holds rows t/16 + 16*i (i < 8) at columns
 // (t % 16) * 8 .. +8, i.e. 64 values in registers; amax is reduced over the CTA, then written.
-// 16-bit inputs on the aligned path stay packed (8 x 16 B = 32 registers instead of 64 floats) so
+// 16-bit inputs stay packed (8 x 16 B = 32 registers instead of 64 floats) so
 // that three CTAs fit on an SM: while one CTA reduces or stores, the others' loads are in flight.
 constexpr int kBlockThreads = 256;
 constexpr int kRowsPerPass = kBlockThreads / kThreadsPerGroup;  // 16
@@ -110,38 +101,27 @@ template <typename T, bool kAligned>
 __global__ void __launch_bounds__(kBlockThreads, 2)
     quantize_blockwise_kernel(const T* __restrict__ x, int64_t n, int64_t k, int64_t k_out, bool pow2,
                               uint8_t* __restrict__ q, float* __restrict__ s) {
-  constexpr bool kPacked = kAligned && sizeof(T) == 2;
   const int64_t n_blocks = (n + kGroup - 1) / kGroup, k_blocks = (k + kGroup - 1) / kGroup;
-  const int64_t block = blockIdx.x;  // flat index over [batch, n_blocks, k_blocks]
-  const int64_t batch = block / (n_blocks * k_blocks);
-  const int64_t nb = block / k_blocks % n_blocks, kb = block % k_blocks;
+  // blockIdx.x: the flat index over [batch, n_blocks, k_blocks], by 32-bit division (as above).
+  const uint32_t block = blockIdx.x, band = block / uint32_t(k_blocks);
+  const int64_t batch = band / uint32_t(n_blocks), nb = band % uint32_t(n_blocks);
+  const int64_t kb = block - band * uint32_t(k_blocks);
   const int64_t col = kb * kGroup + (threadIdx.x % kThreadsPerGroup) * kVec;
   const int valid = chunk_valid(col, k), stored = chunk_valid(col, k_out);  // stored: + zero padding
   const T* xb = x + batch * n * k;
   uint8_t* qb = q + batch * n * k_out;
   auto row_of = [&](int p) { return nb * kGroup + p * kRowsPerPass + threadIdx.x / kThreadsPerGroup; };
 
-  // Packed 16-bit chunks (kPacked) or floats: only one of the two arrays is used.
-  uint4 raw[kPacked ? kPasses : 1];
-  float v[kPacked ? 1 : kPasses][kVec];
+  // All 8 rows' chunks loaded before any is used (16-bit ones stay packed: 32 registers).
+  uint4 raw[kPasses][kRawWords<T>];
+  load_chunks<T, kAligned, kPasses>([&](int p) { return xb + row_of(p) * k + col; },
+                                    [&](int p) { return row_of(p) < n ? valid : 0; }, kAligned ? 16 : chunk_alignment(x, k),
+                                    raw);
   float amax = 0.0f;
 #pragma unroll
   for (int p = 0; p < kPasses; ++p) {
-    const int64_t row = row_of(p);
-    const int row_valid = row < n ? valid : 0;
     float f[kVec];
-    if constexpr (kPacked) {
-      raw[p] = row_valid == kVec ? __ldg(reinterpret_cast<const uint4*>(xb + row * k + col))
-                                 : make_uint4(0, 0, 0, 0);
-      unpack<T>(raw[p], f);
-    } else {
-      if (kAligned && row_valid == kVec)
-        load_vec<T, true>(xb + row * k + col, row_valid, v[p]);
-      else
-        load_vec<T, false>(xb + row * k + col, row_valid, v[p]);
-#pragma unroll
-      for (int i = 0; i < kVec; ++i) f[i] = v[p][i];
-    }
+    raw_to_floats<T>(raw[p], f);
 #pragma unroll
     for (int i = 0; i < kVec; ++i) amax = mag_max(amax, fabsf(f[i]));
   }
@@ -161,12 +141,7 @@ __global__ void __launch_bounds__(kBlockThreads, 2)
     const int64_t row = row_of(p);
     const int row_stored = row < n ? stored : 0;
     float f[kVec];
-    if constexpr (kPacked) {
-      unpack<T>(raw[p], f);
-    } else {
-#pragma unroll
-      for (int i = 0; i < kVec; ++i) f[i] = v[p][i];
-    }
+    raw_to_floats<T>(raw[p], f);
     if (kAligned && row_stored == kVec)
       store_vec<true>(qb + row * k_out + col, row_stored, f, inv);
     else if (row_stored > 0)

@@ -56,19 +56,11 @@ __device__ __forceinline__ void unpack(const uint4& raw, float (&v)[kVec]) {
   for (int i = 0; i < kVec; ++i) v[i] = to_float(e[i]);
 }
 
-// An in-bounds, 16-byte aligned chunk of kVec elements as raw 16-byte words (one for 16-bit
-// types, two for floats). Kernels that keep several chunks in flight load them raw first and
-// convert each at its first use (raw_to_floats), so that no load waits for another's conversion.
+// A chunk of kVec elements as raw 16-byte words (one for 16-bit types, two for floats). Kernels
+// load all their chunks raw first (load_chunks) and convert each at its first use (raw_to_floats),
+// so that no load waits for another's conversion.
 template <typename T>
 constexpr int kRawWords = kVec * static_cast<int>(sizeof(T)) / 16;
-
-// (Zeros instead where `in_bounds` is false: p is then not read.)
-template <typename T>
-__device__ __forceinline__ void load_raw(const T* p, uint4 (&raw)[kRawWords<T>], bool in_bounds = true) {
-#pragma unroll
-  for (int w = 0; w < kRawWords<T>; ++w)
-    raw[w] = in_bounds ? __ldg(reinterpret_cast<const uint4*>(p) + w) : make_uint4(0, 0, 0, 0);
-}
 
 template <typename T>
 __device__ __forceinline__ void raw_to_floats(const uint4 (&raw)[kRawWords<T>], float (&v)[kVec]) {
@@ -80,37 +72,62 @@ __device__ __forceinline__ void raw_to_floats(const uint4 (&raw)[kRawWords<T>], 
   }
 }
 
-// A whole chunk of kVec elements at p as Words (p aligned to a Word), as floats.
-template <typename T, typename Word>
-__device__ __forceinline__ void load_words(const T* p, float (&v)[kVec]) {
-  constexpr int kWords = static_cast<int>(kVec * sizeof(T) / sizeof(Word));
-  Word w[kWords];
-#pragma unroll
-  for (int j = 0; j < kWords; ++j) w[j] = __ldg(reinterpret_cast<const Word*>(p) + j);
-  const T* e = reinterpret_cast<const T*>(w);
-#pragma unroll
-  for (int i = 0; i < kVec; ++i) v[i] = to_float(e[i]);
+// The alignment in bytes (2 to 16) that every chunk of a row-major x [..., cols] shares: chunks start
+// kVec elements apart (16 or 32 bytes) within rows of `cols` elements, so a row's length and x's
+// address decide it for the whole launch.
+template <typename T>
+__device__ __forceinline__ int chunk_alignment(const T* x, int64_t cols) {
+  const uint64_t bits = uint64_t(reinterpret_cast<uintptr_t>(x)) | uint64_t(cols) * sizeof(T) | 16u;
+  return int(bits & (~bits + 1));  // the lowest set bit
 }
 
-// Loads up to kVec elements starting at p (count valid), zero-filling the rest.
-// kAligned: the 8 elements are in bounds and 16-byte aligned, so vector loads do. Otherwise a
-// whole chunk still loads as 8- or 4-byte words where p's alignment allows (16-bit rows of an
-// even length: 4 loads instead of 8), element by element only at the edges and at odd lengths.
-template <typename T, bool kAligned>
-__device__ __forceinline__ void load_vec(const T* p, int valid, float (&v)[kVec]) {
-  if constexpr (kAligned) {
-    uint4 raw[kRawWords<T>];
-    load_raw(p, raw);
-    raw_to_floats<T>(raw, v);
-  } else {
-    const uintptr_t at = reinterpret_cast<uintptr_t>(p);
-    if (valid == kVec && at % 8 == 0) {
-      load_words<T, uint2>(p, v);
-    } else if (valid == kVec && at % 4 == 0) {
-      load_words<T, uint32_t>(p, v);
-    } else {
+// Chunks j < R (kVec elements at src(j), as raw words) as Words: whole where valid(j) == kVec, zeros
+// where it is 0.
+template <typename T, typename Word, int R, typename Src, typename Valid>
+__device__ __forceinline__ void load_chunks_as(const Src& src, const Valid& valid, uint4 (&raw)[R][kRawWords<T>]) {
+  constexpr int kWords = static_cast<int>(kVec * sizeof(T) / sizeof(Word));
 #pragma unroll
-      for (int i = 0; i < kVec; ++i) v[i] = i < valid ? to_float(p[i]) : 0.0f;
+  for (int j = 0; j < R; ++j) {
+    Word* w = reinterpret_cast<Word*>(raw[j]);
+#pragma unroll
+    for (int k = 0; k < kWords; ++k) w[k] = valid(j) == kVec ? __ldg(reinterpret_cast<const Word*>(src(j)) + k) : Word{};
+  }
+}
+
+// R chunks of kVec elements as raw words (raw_to_floats converts them): chunk j from src(j), its
+// first valid(j) elements, zeros past them (src and valid: functions of j, so that no array of R
+// addresses is live at once). The loads of all R are issued before any value is used, with no branch
+// between them, where every chunk is whole or empty: always so where kAligned (16-byte aligned
+// chunks); otherwise as the widest words that `align` (chunk_alignment, one for the launch) allows.
+// A row's last, partial chunk and rows of an odd 16-bit length (whose alignment changes from row to
+// row) go chunk by chunk, as 4-byte words where the address allows, else element by element.
+template <typename T, bool kAligned, int R, typename Src, typename Valid>
+__device__ __forceinline__ void load_chunks(const Src& src, const Valid& valid, int align, uint4 (&raw)[R][kRawWords<T>]) {
+  bool whole = true;
+#pragma unroll
+  for (int j = 0; j < R; ++j) whole = whole && (valid(j) == 0 || valid(j) == kVec);
+  // (Rows of 16-bit values are 16-byte aligned only where kAligned: kAligned <=> cols % kVec == 0.)
+  if (kAligned || (sizeof(T) == 4 && whole && align >= 16)) {
+    load_chunks_as<T, uint4>(src, valid, raw);
+  } else if (whole && align == 8) {
+    load_chunks_as<T, uint2>(src, valid, raw);
+  } else if (whole && align == 4) {
+    load_chunks_as<T, uint32_t>(src, valid, raw);
+  } else {
+    using Bits = typename std::conditional<sizeof(T) == 2, unsigned short, uint32_t>::type;
+#pragma unroll
+    for (int j = 0; j < R; ++j) {
+      const T* p = src(j);
+      const int n = valid(j);
+      if (n == kVec && reinterpret_cast<uintptr_t>(p) % 4 == 0) {
+#pragma unroll
+        for (int k = 0; k < kVec * static_cast<int>(sizeof(T)) / 4; ++k)
+          reinterpret_cast<uint32_t*>(raw[j])[k] = __ldg(reinterpret_cast<const uint32_t*>(p) + k);
+      } else {
+#pragma unroll
+        for (int i = 0; i < kVec; ++i)
+          reinterpret_cast<Bits*>(raw[j])[i] = i < n ? __ldg(reinterpret_cast<const Bits*>(p) + i) : Bits(0);
+      }
     }
   }
 }
@@ -157,15 +174,6 @@ __device__ __forceinline__ float activate(float x, float u) {
   else if constexpr (kAct == Act::kGeluGrad) return x * gelu_grad(u);
   else return x;
 }
-
-template <typename T>
-__device__ __forceinline__ T from_float(float v);
-template <>
-__device__ __forceinline__ float from_float<float>(float v) { return v; }
-template <>
-__device__ __forceinline__ __nv_bfloat16 from_float<__nv_bfloat16>(float v) { return __float2bfloat16_rn(v); }
-template <>
-__device__ __forceinline__ __half from_float<__half>(float v) { return __float2half_rn(v); }
 
 // Two floats rounded to a 16-bit T, packed low | high << 16: one F2FP instead of two converts
 // and a byte permute.

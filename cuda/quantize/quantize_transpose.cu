@@ -55,7 +55,7 @@ template <typename T, Act kAct>
 constexpr bool prefetches(bool aligned_in) { return aligned_in && sizeof(T) == 2 && kAct != Act::kNone; }
 
 // Resident CTAs per SM each kernel is compiled for (its register budget), so that some load while
-// others store: three for the plain kernels on packed 16-bit inputs (80 registers, no spills;
+// others store: three for the plain kernels on (packed) 16-bit inputs (80 registers, no spills;
 // 9-10% faster than two on the H200, RESULTS.md session 27; four spill and run 30% slower), two
 // for the others (their float arrays spill at 80), except the prefetching gelu gradient: its
 // prefetch stages (two of two inputs, 128 KB) leave room for one CTA anyway, which then gets
@@ -63,7 +63,7 @@ constexpr bool prefetches(bool aligned_in) { return aligned_in && sizeof(T) == 2
 template <typename T, Act kAct>
 constexpr int ctas_per_sm(bool aligned_in) {
   if (prefetches<T, kAct>(aligned_in)) return kAct == Act::kGeluGrad ? 1 : 2;
-  return kAct == Act::kNone && aligned_in && sizeof(T) == 2 ? 3 : 2;
+  return kAct == Act::kNone && sizeof(T) == 2 ? 3 : 2;
 }
 
 // The row-wise amaxes of a half warp, reduce-scattered. Each of its 16 lanes holds partial amaxes
@@ -125,7 +125,7 @@ __global__ void __launch_bounds__(kThreads, ctas_per_sm<T, kAct>(kAlignedIn))
                               uint8_t* __restrict__ q, float* __restrict__ s,
                               uint8_t* __restrict__ qt, float* __restrict__ st) {
   static_assert(kAct == Act::kNone || !kBlockwise, "activations come with row-wise scaling");
-  constexpr bool kPacked = kAlignedIn && sizeof(T) == 2;
+  constexpr bool kPacked = sizeof(T) == 2;  // chunks stay packed 16-bit words (see the amax)
   constexpr bool kPrefetch = prefetches<T, kAct>(kAlignedIn);
   constexpr int kInputs = kAct == Act::kGeluGrad ? 2 : 1;  // x, and u for the gradient
   constexpr int kWarps = kThreads / 32;
@@ -192,68 +192,47 @@ __global__ void __launch_bounds__(kThreads, ctas_per_sm<T, kAct>(kAlignedIn))
     const int64_t col = first_col(tc);   // first of this thread's columns
     const int valid = chunk_valid(col, cols);
     const int64_t base = batch_offset(tc);
-    const T* const xb = x + base;
 
-    // Load: packed 16-bit chunks (kPacked; prefetched with kPrefetch) or floats; rows past the end
-    // read as zeros.
-    uint4 raw[kPacked ? kRowsPerThread : 1];
-    float v[kPacked ? 1 : kRowsPerThread][kVec];
-    auto values = [&](int p, float (&f)[kVec]) {
-      if constexpr (kPacked) {
-        unpack<T>(raw[p], f);
-      } else {
-#pragma unroll
-        for (int i = 0; i < kVec; ++i) f[i] = v[p][i];
-      }
+    // Load: every row's chunk before any is used (prefetched with kPrefetch), as raw words (16-bit
+    // ones stay packed); rows past the end read as zeros.
+    uint4 raw[kRowsPerThread][kRawWords<T>];
+    auto values = [&](int p, float (&f)[kVec]) { raw_to_floats<T>(raw[p], f); };
+    const int align = kAlignedIn ? 16 : chunk_alignment(x, cols);
+    auto load_rows = [&](const T* in, int first, auto& out) {  // rows row0 + first, ... of x or u
+      constexpr int kRows = std::extent_v<std::remove_reference_t<decltype(out)>>;
+      load_chunks<T, kAlignedIn, kRows>([&](int p) { return in + base + (row0 + first + p) * cols + col; },
+                                        [&](int p) { return row0 + first + p < rows ? valid : 0; }, align, out);
     };
     if constexpr (kPrefetch) {
       ptx::cp_async_wait<1>();  // this tile's group (the newest is the next tile's)
 #pragma unroll
-      for (int p = 0; p < kRowsPerThread; ++p) raw[p] = *slot(stage, 0, p);
-    } else if constexpr (kPacked) {
-#pragma unroll
-      for (int p = 0; p < kRowsPerThread; ++p)
-        raw[p] = row0 + p < rows && valid == kVec
-                     ? __ldg(reinterpret_cast<const uint4*>(xb + (row0 + p) * cols + col))
-                     : make_uint4(0, 0, 0, 0);
+      for (int p = 0; p < kRowsPerThread; ++p) raw[p][0] = *slot(stage, 0, p);
     } else {
-#pragma unroll
-      for (int p = 0; p < kRowsPerThread; ++p) {
-        const int64_t row = row0 + p;
-        const int row_valid = row < rows ? valid : 0;
-        const T* src = xb + row * cols + col;
-        if (kAlignedIn && row_valid == kVec)
-          load_vec<T, true>(src, row_valid, v[p]);
-        else
-          load_vec<T, false>(src, row_valid, v[p]);
-      }
+      load_rows(x, 0, raw);
     }
     if constexpr (kAct != Act::kNone) {
       // act(0) = 0 and 0 * act'(u) = 0: the zero padding past the edges stays zero.
 #pragma unroll
       for (int p = 0; p < kRowsPerThread; ++p) {
-        const int64_t row = row0 + p;
-        const int row_valid = row < rows ? valid : 0;
         float uf[kVec] = {};
-        if constexpr (kAct == Act::kGeluGrad) {
-          if constexpr (kPrefetch)
-            unpack<T>(*slot(stage, 1, p), uf);
-          else if (kAlignedIn && row_valid == kVec)
-            load_vec<T, true>(u + base + row * cols + col, row_valid, uf);
-          else
-            load_vec<T, false>(u + base + row * cols + col, row_valid, uf);
+        if constexpr (kAct == Act::kGeluGrad && kPrefetch) {
+          unpack<T>(*slot(stage, 1, p), uf);
+        } else if constexpr (kAct == Act::kGeluGrad) {
+          uint4 u_raw[1][kRawWords<T>];  // a row at a time: floats of all rows would spill
+          load_rows(u, p, u_raw);
+          raw_to_floats<T>(u_raw[0], uf);
         }
         float f[kVec];
         values(p, f);
+        uint32_t* word = reinterpret_cast<uint32_t*>(raw[p]);
         if constexpr (kPacked) {
-          uint32_t* word = reinterpret_cast<uint32_t*>(&raw[p]);
 #pragma unroll
           for (int j = 0; j < kVec / 2; ++j)
             word[j] = round_pair<T>(activate<kAct>(f[2 * j], uf[2 * j]),
                                     activate<kAct>(f[2 * j + 1], uf[2 * j + 1]));
         } else {
 #pragma unroll
-          for (int i = 0; i < kVec; ++i) v[p][i] = to_float(from_float<T>(activate<kAct>(f[i], uf[i])));
+          for (int i = 0; i < kVec; ++i) word[i] = __float_as_uint(activate<kAct>(f[i], uf[i]));
         }
       }
     }
@@ -266,7 +245,7 @@ __global__ void __launch_bounds__(kThreads, ctas_per_sm<T, kAct>(kAlignedIn))
       uint32_t col_mag[kVec / 2] = {};
 #pragma unroll
       for (int p = 0; p < kRowsPerThread; ++p) {
-        const uint32_t* word = reinterpret_cast<const uint32_t*>(&raw[p]);
+        const uint32_t* word = reinterpret_cast<const uint32_t*>(&raw[p][0]);
         uint32_t row_mag = 0;
 #pragma unroll
         for (int j = 0; j < kVec / 2; ++j) {
@@ -286,11 +265,13 @@ __global__ void __launch_bounds__(kThreads, ctas_per_sm<T, kAct>(kAlignedIn))
       for (int i = 0; i < kVec; ++i) col_amax[i] = 0.0f;
 #pragma unroll
       for (int p = 0; p < kRowsPerThread; ++p) {
+        float f[kVec];
+        values(p, f);
         row_amax[p] = 0.0f;
 #pragma unroll
         for (int i = 0; i < kVec; ++i) {
-          row_amax[p] = mag_max(row_amax[p], fabsf(v[p][i]));
-          col_amax[i] = mag_max(col_amax[i], fabsf(v[p][i]));
+          row_amax[p] = mag_max(row_amax[p], fabsf(f[i]));
+          col_amax[i] = mag_max(col_amax[i], fabsf(f[i]));
         }
       }
     }
@@ -366,7 +347,7 @@ __global__ void __launch_bounds__(kThreads, ctas_per_sm<T, kAct>(kAlignedIn))
     if constexpr (kPacked) {
 #pragma unroll
       for (int p = 0; p < kRowsPerThread; ++p)
-        asm volatile("" : "+r"(raw[p].x), "+r"(raw[p].y), "+r"(raw[p].z), "+r"(raw[p].w));
+        asm volatile("" : "+r"(raw[p][0].x), "+r"(raw[p][0].y), "+r"(raw[p][0].z), "+r"(raw[p][0].w));
     }
 
     // qt: column i of this thread's chunk, its R rows -> one R-byte word of the transposed tile.
