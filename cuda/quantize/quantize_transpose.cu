@@ -197,11 +197,11 @@ __global__ void __launch_bounds__(kThreads, ctas_per_sm<T, kAct>(kAlignedIn))
     // ones stay packed); rows past the end read as zeros.
     uint4 raw[kRowsPerThread][kRawWords<T>];
     auto values = [&](int p, float (&f)[kVec]) { raw_to_floats<T>(raw[p], f); };
-    const int align = kAlignedIn ? 16 : chunk_alignment(x, cols);
     auto load_rows = [&](const T* in, int first, auto& out) {  // rows row0 + first, ... of x or u
       constexpr int kRows = std::extent_v<std::remove_reference_t<decltype(out)>>;
       load_chunks<T, kAlignedIn, kRows>([&](int p) { return in + base + (row0 + first + p) * cols + col; },
-                                        [&](int p) { return row0 + first + p < rows ? valid : 0; }, align, out);
+                                        [&](int p) { return row0 + first + p < rows ? valid : 0; },
+                                        kAlignedIn ? 16 : chunk_alignment(in, cols), out);
     };
     if constexpr (kPrefetch) {
       ptx::cp_async_wait<1>();  // this tile's group (the newest is the next tile's)
