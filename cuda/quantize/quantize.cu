@@ -40,9 +40,9 @@ __global__ void __launch_bounds__(kTileRows * kTileGroups * kThreadsPerGroup,
   const int half_warp = static_cast<int>(threadIdx.x) / kThreadsPerGroup;
   const int lane_in_group = threadIdx.x % kThreadsPerGroup;
 
-  // This thread's chunk of tile u: the group (row, kb), the first column (kPadded: k_out where the
-  // half warp has no group in this tile, past the last row or group), its address in x and the valid
-  // elements. kPadded: the elements of q it writes, the valid ones and the zero padding, are
+  // This thread's chunk of tile u: the group (row, kb) and the first column (kPadded: k_out where
+  // the half warp has no group in this tile, past the last row or group); valid[u]: its elements in
+  // x. kPadded: the elements of q it writes, the valid ones and the zero padding, are
   // chunk_valid(col, k_out).
   struct Chunk {
     int64_t row, kb, col;
@@ -90,15 +90,16 @@ __global__ void __launch_bounds__(kTileRows * kTileGroups * kThreadsPerGroup,
 
 // One CTA of 256 threads per 128x128 block: thread t holds rows t/16 + 16*i (i < 8) at columns
 // (t % 16) * 8 .. +8, i.e. 64 values in registers; amax is reduced over the CTA, then written.
-// 16-bit inputs stay packed (8 x 16 B = 32 registers instead of 64 floats) so
-// that three CTAs fit on an SM: while one CTA reduces or stores, the others' loads are in flight.
+// 16-bit inputs stay packed (8 x 16 B = 32 registers instead of 64 floats) so that three CTAs fit
+// on an SM (80 registers; bf16 took 88 and two until session 59): while one CTA reduces or
+// stores, the others' loads are in flight.
 constexpr int kBlockThreads = 256;
 constexpr int kRowsPerPass = kBlockThreads / kThreadsPerGroup;  // 16
 constexpr int kPasses = kGroup / kRowsPerPass;                  // 8
 
 
 template <typename T, bool kAligned>
-__global__ void __launch_bounds__(kBlockThreads, 2)
+__global__ void __launch_bounds__(kBlockThreads, sizeof(T) == 2 ? 3 : 2)
     quantize_blockwise_kernel(const T* __restrict__ x, int64_t n, int64_t k, int64_t k_out, bool pow2,
                               uint8_t* __restrict__ q, float* __restrict__ s) {
   const int64_t n_blocks = (n + kGroup - 1) / kGroup, k_blocks = (k + kGroup - 1) / kGroup;
