@@ -218,7 +218,7 @@ __global__ void __launch_bounds__(kThreads, ctas_per_sm<T, kAct>(kAlignedIn))
         if constexpr (kAct == Act::kGeluGrad && kPrefetch) {
           unpack<T>(*slot(stage, 1, p), uf);
         } else if constexpr (kAct == Act::kGeluGrad) {
-          uint4 u_raw[1][kRawWords<T>];  // a row at a time: floats of all rows would spill
+          uint4 u_raw[1][kRawWords<T>];  // a row at a time: all rows at once spill at 64 registers
           load_rows(u, p, u_raw);
           raw_to_floats<T>(u_raw[0], uf);
         }
