@@ -14,12 +14,6 @@ using ffi_util::invalid;
 
 constexpr int64_t kGroup = 128;
 
-// A fused quantize + transpose call's shape: x [batch, rows, cols], q's rows cols_out long, qt's
-// rows_out (quantize.h).
-struct Extents {
-  int64_t batch = 0, rows = 0, cols = 0, rows_out = 0, cols_out = 0;
-};
-
 ffi::ErrorOr<InDtype> input_dtype(const ffi::AnyBuffer& x) {
   switch (x.element_type()) {
     case ffi::F32: return InDtype::kF32;
@@ -84,7 +78,7 @@ ffi::Error QuantizeBlockwise(cudaStream_t stream, ffi::AnyBuffer x,
 // elements): only the transposed outputs are wanted (*straight = false; blockwise only).
 ffi::Error check_transpose_outputs(const std::string& op, const ffi::AnyBuffer& x, const ffi::AnyBuffer& q,
                                    const ffi::AnyBuffer& qt, int64_t s_elems, int64_t st_elems, bool blockwise,
-                                   Extents* e, bool* straight) {
+                                   TransposeExtents* e, bool* straight) {
   const auto dims = x.dimensions();
   if (dims.size() < 2) return invalid(op + ": x must have rank >= 2");
   e->rows = dims[dims.size() - 2], e->cols = dims.back();
@@ -114,15 +108,14 @@ ffi::Error QuantizeTranspose(cudaStream_t stream, ffi::AnyBuffer x,
   auto dtype = input_dtype(x);
   if (dtype.has_error()) return dtype.error();
   if (activation != 0 && (blockwise || activation != 1)) return invalid(op + ": activation must be 0 or 1 (gelu), row-wise");
-  Extents e;
+  TransposeExtents e;
   bool straight = true;
   if (auto err = check_transpose_outputs(op, x, *q, *qt, s->element_count(), st->element_count(), blockwise,
                                          &e, &straight);
       err.failure())
     return err;
   return ffi_util::cuda_error(
-      launch_quantize_transpose(x.untyped_data(), dtype.value(), blockwise, e.batch, e.rows, e.cols, e.rows_out,
-                                e.cols_out, pow2_scale,
+      launch_quantize_transpose(x.untyped_data(), dtype.value(), blockwise, e, pow2_scale,
                                 straight ? q->untyped_data() : nullptr, straight ? s->typed_data() : nullptr,
                                 qt->untyped_data(), st->typed_data(), stream, activation),
       (op + " launch").c_str());
@@ -140,15 +133,15 @@ ffi::Error QuantizeTransposeActGrad(cudaStream_t stream, ffi::AnyBuffer g, ffi::
       u.element_count() != g.element_count())
     return invalid(op + ": u must have g's shape and dtype");
   if (activation != 1) return invalid(op + ": activation must be 1 (gelu)");
-  Extents e;
+  TransposeExtents e;
   bool straight = true;
   if (auto err = check_transpose_outputs(op, g, *q, *qt, s->element_count(), st->element_count(),
                                          /*blockwise=*/false, &e, &straight);
       err.failure())
     return err;
   return ffi_util::cuda_error(
-      launch_quantize_transpose(g.untyped_data(), dtype.value(), /*blockwise=*/false, e.batch, e.rows, e.cols,
-                                e.rows_out, e.cols_out, pow2_scale, q->untyped_data(), s->typed_data(),
+      launch_quantize_transpose(g.untyped_data(), dtype.value(), /*blockwise=*/false, e, pow2_scale,
+                                q->untyped_data(), s->typed_data(),
                                 qt->untyped_data(), st->typed_data(), stream, /*activation=*/2, u.untyped_data()),
       (op + " launch").c_str());
 }

@@ -31,8 +31,14 @@ cudaError_t launch_quantize_blockwise(const void* x, InDtype dtype, int64_t batc
                                       int64_t k, int64_t k_out, bool pow2_scale, void* q, float* s,
                                       cudaStream_t stream);
 
+// The shape of a fused quantize + transpose call: x [batch, rows, cols]; q's rows cols_out long,
+// qt's rows_out (zero-padded as above).
+struct TransposeExtents {
+  int64_t batch = 0, rows = 0, cols = 0, rows_out = 0, cols_out = 0;
+};
+
 // Fused quantize + transpose, x [batch, rows, cols] -> q [batch, rows, cols_out] and its transpose
-// qt [batch, cols, rows_out], e4m3, in one pass (quantize_transpose.cu; both zero-padded as above):
+// qt [batch, cols, rows_out], e4m3, in one pass (quantize_transpose.cu):
 //   row-wise (blockwise = false): q, s = rowwise(x), qt, st = rowwise(x^T), the scales MN-major:
 //                                 s  [batch, cdiv(cols, 128), rows]  (s[.., kb, r] = scale of row r, group kb)
 //                                 st [batch, cdiv(rows, 128), cols]
@@ -41,10 +47,8 @@ cudaError_t launch_quantize_blockwise(const void* x, InDtype dtype, int64_t batc
 // transposed orientation only).
 // activation (row-wise only; quantize_math.cuh Act): 0 = none, 1 = quantize gelu(x),
 // 2 = quantize x * gelu'(u) with u [batch, rows, cols] of x's dtype (else unused, may be null).
-cudaError_t launch_quantize_transpose(const void* x, InDtype dtype, bool blockwise, int64_t batch,
-                                      int64_t rows, int64_t cols, int64_t rows_out, int64_t cols_out,
-                                      bool pow2_scale, void* q,
-                                      float* s, void* qt, float* st, cudaStream_t stream,
-                                      int activation = 0, const void* u = nullptr);
+cudaError_t launch_quantize_transpose(const void* x, InDtype dtype, bool blockwise, const TransposeExtents& e,
+                                      bool pow2_scale, void* q, float* s, void* qt, float* st,
+                                      cudaStream_t stream, int activation = 0, const void* u = nullptr);
 
 }  // namespace fp8gemm

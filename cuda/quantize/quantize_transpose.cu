@@ -422,13 +422,8 @@ int persistent_ctas() {
   return cached[dev];
 }
 
-// The shape of a call: x [batch, rows, cols]; q's rows cols_out long, qt's rows_out (quantize.h).
-struct Extents {
-  int64_t batch, rows, cols, rows_out, cols_out;
-};
-
 template <typename T, bool kBlockwise, Act kAct>
-cudaError_t launch(const void* x, const void* u, const Extents& e, bool pow2, void* q, float* s, void* qt,
+cudaError_t launch(const void* x, const void* u, const TransposeExtents& e, bool pow2, void* q, float* s, void* qt,
                    float* st, cudaStream_t stream) {
   const int64_t batch = e.batch, rows = e.rows, cols = e.cols;
   const int64_t tiles = batch * ((rows + kGroup - 1) / kGroup) * ((cols + kGroup - 1) / kGroup);
@@ -460,7 +455,7 @@ cudaError_t launch(const void* x, const void* u, const Extents& e, bool pow2, vo
 }
 
 template <typename T>
-cudaError_t dispatch(bool blockwise, int activation, const void* x, const void* u, const Extents& e, bool pow2,
+cudaError_t dispatch(bool blockwise, int activation, const void* x, const void* u, const TransposeExtents& e, bool pow2,
                      void* q, float* s, void* qt, float* st, cudaStream_t stream) {
   if (blockwise)
     return activation == 0 ? launch<T, true, Act::kNone>(x, u, e, pow2, q, s, qt, st, stream)
@@ -476,14 +471,12 @@ cudaError_t dispatch(bool blockwise, int activation, const void* x, const void* 
 
 }  // namespace
 
-cudaError_t launch_quantize_transpose(const void* x, InDtype dtype, bool blockwise, int64_t batch,
-                                      int64_t rows, int64_t cols, int64_t rows_out, int64_t cols_out,
+cudaError_t launch_quantize_transpose(const void* x, InDtype dtype, bool blockwise, const TransposeExtents& e,
                                       bool pow2_scale, void* q, float* s, void* qt, float* st,
                                       cudaStream_t stream, int activation, const void* u) {
   // q and s: both, or (blockwise only) neither.
   if ((q == nullptr) != (s == nullptr) || (q == nullptr && !blockwise)) return cudaErrorInvalidValue;
-  if (!padding_ok(rows, rows_out) || !padding_ok(cols, cols_out)) return cudaErrorInvalidValue;
-  const Extents e{batch, rows, cols, rows_out, cols_out};
+  if (!padding_ok(e.rows, e.rows_out) || !padding_ok(e.cols, e.cols_out)) return cudaErrorInvalidValue;
   switch (dtype) {
     case InDtype::kF32: return dispatch<float>(blockwise, activation, x, u, e, pow2_scale, q, s, qt, st, stream);
     case InDtype::kBF16:
