@@ -375,7 +375,7 @@ __global__ void __launch_bounds__(kThreads, ctas_per_sm<T, kAct>(kAlignedIn))
     const int chunk = threadIdx.x % kChunksPerRow;
     const int64_t m = int64_t(rt) * kGroup + chunk * kChunk;       // x row of the chunk's first byte
     // Bytes of the chunk to write: x's rows, then zeros up to rows_out (rows past x's are zeros in
-    // the tile).
+    // the tile). kAlignedT (rows_out % 16 == 0): 0 or all 16.
     const int m_valid = m >= rows_out ? 0 : (rows_out - m >= kChunk ? kChunk : int(rows_out - m));
 #pragma unroll
     for (int step = 0; step < kGroup / kRowsPerStep; ++step) {
@@ -385,7 +385,7 @@ __global__ void __launch_bounds__(kThreads, ctas_per_sm<T, kAct>(kAlignedIn))
       const uint4 bytes = *reinterpret_cast<const uint4*>(&tile_t[t_offset(c, chunk * kChunk)]);
       uint8_t* dst = qt + (batch * cols + col_c) * rows_out + m;
       const uint8_t* b = reinterpret_cast<const uint8_t*>(&bytes);
-      if (kAlignedT && m_valid == kChunk)
+      if (kAlignedT)
         store_bytes<kChunk, true>(dst, b, kChunk);
       else
         store_bytes<kChunk, false>(dst, b, m_valid);
