@@ -32,6 +32,7 @@ QUANT_CASES = [  # (kind, shape, dtype)
     # fused quantize + transpose (both orientations in one pass), as training uses them
     ("rowwise+T", (8192, 7168), jnp.bfloat16), ("rowwise+T", (16384, 16384), jnp.bfloat16),
     ("rowwise+T", (8200, 7168), jnp.bfloat16),  # a token count off 16: qt rows not 16-byte aligned
+    ("rowwise+T align 32", (8200, 7168), jnp.bfloat16),  # the same, qt rows padded as training does
     ("blockwise+T", (7168, 16384), jnp.bfloat16),
     # with gelu fused (fp8_mlp's hidden layer, d_ff 14336 x 8192 tokens): forward and gradient
     ("rowwise+T gelu", (8192, 14336), jnp.bfloat16), ("rowwise+T gelu grad", (8192, 14336), jnp.bfloat16),
@@ -51,6 +52,9 @@ _QUANT_OPS = {
     "blockwise": _QuantOp(fg.quantize_blockwise, reference.quantize_blockwise),
     "rowwise+T": _QuantOp(fg.quantize_rowwise_transpose, reference.quantize_rowwise_transpose,
                           lambda x: (*fg.quantize_rowwise(x), *fg.quantize_rowwise(x.T))),
+    # qt's rows (the token axis) zero-padded to whole 32-byte sectors, as the training paths ask
+    "rowwise+T align 32": _QuantOp(lambda x: fg.quantize_rowwise_transpose(x, align=32),
+                                   lambda x: reference.quantize_rowwise_transpose(x, False, 32)),
     "blockwise+T": _QuantOp(fg.quantize_blockwise_transpose, reference.quantize_blockwise_transpose,
                             lambda x: (*fg.quantize_blockwise(x), *fg.quantize_blockwise(x.T))),
     # unfused: XLA's activation (one fusion), then the fused quantize + transpose
