@@ -91,8 +91,8 @@ def test_quantize_nan_inf_match_reference(rng):
 
 # (3, 1000, 2056): 408 tiles (more than the SMs hold at once), partial ones both ways and batch
 # boundaries. (37, 130), (67, 131): as in QUANT_SHAPES; qt rows of odd and 4 mod 16 lengths too.
-# (2, 700, 264), (8200, 136): qt rows 12 and 8 mod 16 bytes over many row tiles (their shared
-# 16-byte chunks of qt), across a batch boundary too.
+# (2, 700, 264), (8200, 136): qt rows 12 and 8 mod 16 bytes long over many row tiles (each tile's
+# ends share 16-byte chunks and sectors with its neighbours'), across a batch boundary too.
 TRANSPOSE_SHAPES = [(128, 128), (4096, 7168), (300, 260), (2, 257, 1000), (33, 136), (5, 4),
                     (16, 4100), (1000, 24), (3, 1000, 2056), (37, 130), (67, 131), (2, 700, 264),
                     (8200, 136)]
