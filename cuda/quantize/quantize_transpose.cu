@@ -363,7 +363,7 @@ __global__ void __launch_bounds__(kThreads, ctas_per_sm<T, kAct>(kAlignedIn))
         values(p, e);
         f[p] = e[i];
       }
-      alignas(8) uint8_t out[kRowsPerThread];
+      alignas(8) uint32_t out[kRowsPerThread / 4];
       to_e4m3(f, col_inv[c], out);
       *reinterpret_cast<Word*>(&tile_t[t_offset(c, g * kRowsPerThread)]) = *reinterpret_cast<const Word*>(out);
     }
