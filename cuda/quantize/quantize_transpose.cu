@@ -384,11 +384,7 @@ __global__ void __launch_bounds__(kThreads, ctas_per_sm<T, kAct>(kAlignedIn))
       if (col_c >= cols || m_valid == 0) continue;
       const uint4 bytes = *reinterpret_cast<const uint4*>(&tile_t[t_offset(c, chunk * kChunk)]);
       uint8_t* dst = qt + (batch * cols + col_c) * rows_out + m;
-      const uint8_t* b = reinterpret_cast<const uint8_t*>(&bytes);
-      if (kAlignedT)
-        store_bytes<kChunk, true>(dst, b, kChunk);
-      else
-        store_bytes<kChunk, false>(dst, b, m_valid);
+      store_bytes<kChunk, kAlignedT>(dst, reinterpret_cast<const uint8_t*>(&bytes), m_valid);
     }
     if constexpr (!kPrefetch) break;  // a CTA per tile (launch): no loop state kept live
   }
