@@ -48,12 +48,24 @@ __device__ __forceinline__ float scale_from_amax(float amax, bool pow2) {
   return s;
 }
 
-// The 8 16-bit values of a packed 16-byte chunk, as floats.
+// The 8 16-bit values of a packed 16-byte chunk, as floats, taken from its 32-bit words (a bf16
+// pair: one shift and one mask). Read as 16-bit elements instead, the compiler split and rejoined
+// the words around the activations (~100 PRMTs in the fused gelu's tile loop; session 61).
 template <typename T>
 __device__ __forceinline__ void unpack(const uint4& raw, float (&v)[kVec]) {
-  const T* e = reinterpret_cast<const T*>(&raw);
+  const uint32_t w[kVec / 2] = {raw.x, raw.y, raw.z, raw.w};
 #pragma unroll
-  for (int i = 0; i < kVec; ++i) v[i] = to_float(e[i]);
+  for (int j = 0; j < kVec / 2; ++j) {
+    if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+      v[2 * j] = __uint_as_float(w[j] << 16);
+      v[2 * j + 1] = __uint_as_float(w[j] & 0xFFFF0000u);
+    } else {
+      static_assert(std::is_same_v<T, __half>, "16-bit types");
+      const float2 f = __half22float2(*reinterpret_cast<const __half2*>(&w[j]));
+      v[2 * j] = f.x;
+      v[2 * j + 1] = f.y;
+    }
+  }
 }
 
 // A chunk of kVec elements as raw 16-byte words (one for 16-bit types, two for floats). Kernels
@@ -194,13 +206,15 @@ __device__ __forceinline__ uint32_t round_pair(float lo, float hi) {
 // x / broadcast(s) into exactly this, so the reference agrees bitwise on every backend. Each word
 // is two converts, the second merging into the first's word (F2FP ... PACK_AB_MERGE_C): built
 // byte by byte instead, the compiler spent ~6 more shifts, masks and moves per word (session 60).
+__device__ __forceinline__ uint32_t e4m3_pair(float lo, float hi, float inv) {
+  return __nv_cvt_float2_to_fp8x2(make_float2(__fmul_rn(lo, inv), __fmul_rn(hi, inv)), __NV_SATFINITE,
+                                  __NV_E4M3);  // lo in the low byte
+}
+
 template <int N>
 __device__ __forceinline__ void to_e4m3(const float (&v)[N], float inv, uint32_t (&out)[N / 4]) {
   static_assert(N % 4 == 0, "whole words");
-  auto pair = [&](int i) -> uint32_t {
-    return __nv_cvt_float2_to_fp8x2(make_float2(__fmul_rn(v[i], inv), __fmul_rn(v[i + 1], inv)), __NV_SATFINITE,
-                                    __NV_E4M3);  // v[i] in the low byte
-  };
+  auto pair = [&](int i) { return e4m3_pair(v[i], v[i + 1], inv); };
 #pragma unroll
   for (int j = 0; j < N / 4; ++j) out[j] = pair(4 * j) | pair(4 * j + 2) << 16;
 }

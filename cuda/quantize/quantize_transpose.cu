@@ -155,24 +155,42 @@ __global__ void __launch_bounds__(kThreads, ctas_per_sm<T, kAct>(kAlignedIn))
     const uint32_t t = uint32_t(tile), band = t / uint32_t(col_tiles);
     return Coords{band / uint32_t(row_tiles), band % uint32_t(row_tiles), t % uint32_t(col_tiles)};
   };
+  // The persistent loop steps gridDim.x tiles at a time: digit-wise addition of coords(gridDim.x)
+  // with carries. coords() per tile and again per prefetched tile made four 32-bit divisions of
+  // ~20 instructions each, the reciprocals recomputed every time (gelu grad 1.07x; session 61).
+  const Coords stride = coords(gridDim.x);
+  auto advance = [&](Coords c) {
+    c.ct += stride.ct;
+    const uint32_t carry_ct = c.ct >= uint32_t(col_tiles);
+    if (carry_ct) c.ct -= uint32_t(col_tiles);
+    c.rt += stride.rt + carry_ct;
+    const uint32_t carry_rt = c.rt >= uint32_t(row_tiles);
+    if (carry_rt) c.rt -= uint32_t(row_tiles);
+    c.batch += stride.batch + carry_rt;
+    return c;
+  };
   // This thread's first row and column in a tile, and the offset of the tile's batch in x (q and
   // qt: rows zero-padded to cols_out and rows_out, quantize.h).
   auto first_row = [&](const Coords& c) { return int64_t(c.rt) * kGroup + g * kRowsPerThread; };
   auto first_col = [&](const Coords& c) { return int64_t(c.ct) * kGroup + l * kVec; };
+  // How many of this thread's rows from row0 on lie in x (0 .. R): 32-bit row tests after it.
+  auto rows_in = [&](int64_t row0) {
+    const int64_t left = rows - row0;
+    return left <= 0 ? 0 : left >= kRowsPerThread ? kRowsPerThread : int(left);
+  };
   auto batch_offset = [&](const Coords& c) { return c.batch * rows * cols; };
 
   // cp.async of this thread's chunks of tile `tile` into `stage` (rows past the end: zeros), one
   // commit group per call (empty past the last tile, so that wait_group<1> always means "all but
   // the newest").
-  auto prefetch = [&](int64_t tile, int stage) {
+  auto prefetch = [&](int64_t tile, const Coords& c, int stage) {
     if constexpr (kPrefetch) {
       if (tile < num_tiles) {
-        const Coords c = coords(tile);
         const int64_t row0 = first_row(c), col = first_col(c), base = batch_offset(c);
-        const bool col_ok = col < cols;  // kPacked: cols % 8 == 0, so a chunk is all in or all out
+        const int in_rows = col < cols ? rows_in(row0) : 0;  // kPacked: a chunk is all in or all out
 #pragma unroll
         for (int p = 0; p < kRowsPerThread; ++p) {
-          const bool ok = col_ok && row0 + p < rows;
+          const bool ok = p < in_rows;
           const int64_t at = ok ? base + (row0 + p) * cols + col : 0;
           ptx::cp_async_16(slot(stage, 0, p), x + at, ok);
           if constexpr (kInputs == 2) ptx::cp_async_16(slot(stage, 1, p), u + at, ok);
@@ -182,16 +200,21 @@ __global__ void __launch_bounds__(kThreads, ctas_per_sm<T, kAct>(kAlignedIn))
     }
   };
 
-  prefetch(blockIdx.x, 0);
+  Coords next = coords(blockIdx.x);
+  prefetch(blockIdx.x, next, 0);
   int stage = 0;
   for (int64_t tile = blockIdx.x; tile < num_tiles; tile += gridDim.x, stage ^= 1) {
-    prefetch(tile + gridDim.x, stage ^ 1);
-    const Coords tc = coords(tile);
+    const Coords tc = next;
+    if constexpr (kPrefetch) {
+      next = advance(next);
+      prefetch(tile + gridDim.x, next, stage ^ 1);
+    }
     const uint32_t batch = tc.batch, rt = tc.rt, ct = tc.ct;
     const int64_t row0 = first_row(tc);  // first of this thread's rows
     const int64_t col = first_col(tc);   // first of this thread's columns
     const int valid = chunk_valid(col, cols);
     const int64_t base = batch_offset(tc);
+    const int in_rows = rows_in(row0);
 
     // Load: every row's chunk before any is used (prefetched with kPrefetch), as raw words (16-bit
     // ones stay packed); rows past the end read as zeros.
@@ -200,7 +223,7 @@ __global__ void __launch_bounds__(kThreads, ctas_per_sm<T, kAct>(kAlignedIn))
     auto load_rows = [&](const T* in, int first, auto& out) {  // rows row0 + first, ... of x or u
       constexpr int kRows = std::extent_v<std::remove_reference_t<decltype(out)>>;
       load_chunks<T, kAlignedIn, kRows>([&](int p) { return in + base + (row0 + first + p) * cols + col; },
-                                        [&](int p) { return row0 + first + p < rows ? valid : 0; },
+                                        [&](int p) { return first + p < in_rows ? valid : 0; },
                                         kAlignedIn ? 16 : chunk_alignment(in, cols), out);
     };
     if constexpr (kPrefetch) {
@@ -305,7 +328,7 @@ __global__ void __launch_bounds__(kThreads, ctas_per_sm<T, kAct>(kAlignedIn))
       for (int p = 0; p < kRowsPerThread; ++p)
         row_inv[p] = __shfl_sync(0xFFFFFFFFu, my_inv,
                                  (threadIdx.x & kThreadsPerGroup) + lane_of_row<kRowsPerThread>(p));
-      if (straight && l == lane_of_row<kRowsPerThread>(my_row) && row0 + my_row < rows)
+      if (straight && l == lane_of_row<kRowsPerThread>(my_row) && my_row < in_rows)
         s[(batch * col_tiles + ct) * rows + row0 + my_row] = my_scale;  // MN-major
       // Lanes l and l + 16 hold the same columns (row octets g and g + 1).
 #pragma unroll
@@ -325,48 +348,41 @@ __global__ void __launch_bounds__(kThreads, ctas_per_sm<T, kAct>(kAlignedIn))
       }
     }
 
-    // q: the rows as they are, 8 bytes per thread and row (the padding: zeros, loaded as such).
-    if (straight) {
-      // x's columns, then the zero padding up to cols_out: a whole chunk or none where kAlignedIn.
-      const bool in_q = col < cols_out;
+    // q and qt in one pass over row pairs, each element unpacked once (a q pass and a qt pass
+    // unpacked it twice; session 61). Row p's chunk becomes its 8-byte q chunk; column i's values
+    // of rows p and p + 1 become one e4m3 pair, merged into the R-byte word of column i (rows
+    // 4k .. 4k + 3: one uint32, the second pair into the upper half: F2FP ... PACK_AB_MERGE_C).
+    // A row pair's 16 floats die with it. q's rows: x's columns, then the zero padding up to
+    // cols_out (a whole chunk or none where kAlignedIn); rows past x's are not written.
+    __syncthreads();  // col_inv
+    const bool in_q = straight && col < cols_out;
+    uint32_t qt_word[kVec][kRowsPerThread / 4];
 #pragma unroll
-      for (int p = 0; p < kRowsPerThread; ++p) {
-        const int64_t row = row0 + p;
-        float f[kVec];
-        values(p, f);
-        uint8_t* const dst = q + (batch * rows + row) * cols_out + col;
-        if constexpr (kAlignedIn) {
-          if (in_q && row < rows) store_vec<true>(dst, kVec, f, row_inv[p]);
-        } else if (in_q && row < rows) {
-          store_vec<false>(dst, chunk_valid(col, cols_out), f, row_inv[p]);
-        }
+    for (int p = 0; p < kRowsPerThread; p += 2) {
+      float f[2][kVec];
+      values(p, f[0]);
+      values(p + 1, f[1]);
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {  // converted outside the branch: its unpacks then serve qt too
+        alignas(8) uint32_t q_word[kVec / 4];
+        to_e4m3(f[h], row_inv[p + h], q_word);
+        uint8_t* const dst = q + (batch * rows + row0 + p + h) * cols_out + col;
+        if (in_q && p + h < in_rows)
+          store_bytes<kVec, kAlignedIn>(dst, reinterpret_cast<const uint8_t*>(q_word),
+                                        kAlignedIn ? kVec : chunk_valid(col, cols_out));
+      }
+#pragma unroll
+      for (int i = 0; i < kVec; ++i) {
+        const uint32_t pair = e4m3_pair(f[0][i], f[1][i], col_inv[l * kVec + i]);
+        uint32_t& word = qt_word[i][p / 4];
+        word = p % 4 == 0 ? pair : word | pair << 16;
       }
     }
-    // The qt pass below unpacks the chunks again rather than keep q's unpacked halves live (the
-    // compiler would, spilling at the 80-register budget): hide the words' values from it.
-    if constexpr (kPacked) {
-#pragma unroll
-      for (int p = 0; p < kRowsPerThread; ++p)
-        asm volatile("" : "+r"(raw[p][0].x), "+r"(raw[p][0].y), "+r"(raw[p][0].z), "+r"(raw[p][0].w));
-    }
-
-    // qt: column i of this thread's chunk, its R rows -> one R-byte word of the transposed tile.
-    __syncthreads();  // col_inv
     using Word = typename std::conditional<kRowsPerThread == 8, uint2, uint32_t>::type;
 #pragma unroll
-    for (int i = 0; i < kVec; ++i) {
-      const int c = l * kVec + i;
-      float f[kRowsPerThread];
-#pragma unroll
-      for (int p = 0; p < kRowsPerThread; ++p) {
-        float e[kVec];
-        values(p, e);
-        f[p] = e[i];
-      }
-      alignas(8) uint32_t out[kRowsPerThread / 4];
-      to_e4m3(f, col_inv[c], out);
-      *reinterpret_cast<Word*>(&tile_t[t_offset(c, g * kRowsPerThread)]) = *reinterpret_cast<const Word*>(out);
-    }
+    for (int i = 0; i < kVec; ++i)
+      *reinterpret_cast<Word*>(&tile_t[t_offset(l * kVec + i, g * kRowsPerThread)]) =
+          *reinterpret_cast<const Word*>(qt_word[i]);
     __syncthreads();
 
     // Write the transposed tile: qt row (column c of x) gets this tile's 128 rows, 16 B per thread.
