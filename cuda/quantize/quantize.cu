@@ -71,7 +71,7 @@ __global__ void __launch_bounds__(kTileRows * kTileGroups * kThreadsPerGroup,
     // must); a CTA's last tiles may lie past the grid's work altogether, uniformly for the CTA.
     if (blockIdx.x + int64_t(u) * gridDim.x >= num_tiles) break;
     float f[kVec];
-    raw_to_floats<T>(raw[u], f);
+    raw_to_floats<T, /*kWords=*/false>(raw[u], f);  // (see unpack)
     float amax = 0.0f;
 #pragma unroll
     for (int i = 0; i < kVec; ++i) amax = mag_max(amax, fabsf(f[i]));

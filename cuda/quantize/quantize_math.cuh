@@ -48,11 +48,19 @@ __device__ __forceinline__ float scale_from_amax(float amax, bool pow2) {
   return s;
 }
 
-// The 8 16-bit values of a packed 16-byte chunk, as floats, taken from its 32-bit words (a bf16
-// pair: one shift and one mask). Read as 16-bit elements instead, the compiler split and rejoined
-// the words around the activations (~100 PRMTs in the fused gelu's tile loop; session 61).
-template <typename T>
+// The 8 16-bit values of a packed 16-byte chunk, as floats. kWords: taken from its 32-bit words (a
+// bf16 pair: one shift and one mask); read as 16-bit elements instead, the compiler split and
+// rejoined the words around the transposing kernels' activations (~100 PRMTs per gelu tile). The
+// row-wise quantizer reads elements: with words it ran 5% slower at rows off 8 elements, where its
+// chunks are loaded in pieces (session 61, call A).
+template <typename T, bool kWords = true>
 __device__ __forceinline__ void unpack(const uint4& raw, float (&v)[kVec]) {
+  if constexpr (!kWords) {
+    const T* e = reinterpret_cast<const T*>(&raw);
+#pragma unroll
+    for (int i = 0; i < kVec; ++i) v[i] = to_float(e[i]);
+    return;
+  }
   const uint32_t w[kVec / 2] = {raw.x, raw.y, raw.z, raw.w};
 #pragma unroll
   for (int j = 0; j < kVec / 2; ++j) {
@@ -74,13 +82,13 @@ __device__ __forceinline__ void unpack(const uint4& raw, float (&v)[kVec]) {
 template <typename T>
 constexpr int kRawWords = kVec * static_cast<int>(sizeof(T)) / 16;
 
-template <typename T>
+template <typename T, bool kWords = true>
 __device__ __forceinline__ void raw_to_floats(const uint4 (&raw)[kRawWords<T>], float (&v)[kVec]) {
   if constexpr (sizeof(T) == 4) {
 #pragma unroll
     for (int i = 0; i < kVec; ++i) v[i] = __uint_as_float(reinterpret_cast<const uint32_t*>(raw)[i]);
   } else {
-    unpack<T>(raw[0], v);
+    unpack<T, kWords>(raw[0], v);
   }
 }
 
