@@ -59,19 +59,19 @@ __device__ __forceinline__ void unpack(const uint4& raw, float (&v)[kVec]) {
     const T* e = reinterpret_cast<const T*>(&raw);
 #pragma unroll
     for (int i = 0; i < kVec; ++i) v[i] = to_float(e[i]);
-    return;
-  }
-  const uint32_t w[kVec / 2] = {raw.x, raw.y, raw.z, raw.w};
+  } else {
+    const uint32_t w[kVec / 2] = {raw.x, raw.y, raw.z, raw.w};
 #pragma unroll
-  for (int j = 0; j < kVec / 2; ++j) {
-    if constexpr (std::is_same_v<T, __nv_bfloat16>) {
-      v[2 * j] = __uint_as_float(w[j] << 16);
-      v[2 * j + 1] = __uint_as_float(w[j] & 0xFFFF0000u);
-    } else {
-      static_assert(std::is_same_v<T, __half>, "16-bit types");
-      const float2 f = __half22float2(*reinterpret_cast<const __half2*>(&w[j]));
-      v[2 * j] = f.x;
-      v[2 * j + 1] = f.y;
+    for (int j = 0; j < kVec / 2; ++j) {
+      if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+        v[2 * j] = __uint_as_float(w[j] << 16);
+        v[2 * j + 1] = __uint_as_float(w[j] & 0xFFFF0000u);
+      } else {
+        static_assert(std::is_same_v<T, __half>, "16-bit types");
+        const float2 f = __half22float2(*reinterpret_cast<const __half2*>(&w[j]));
+        v[2 * j] = f.x;
+        v[2 * j + 1] = f.y;
+      }
     }
   }
 }
@@ -208,17 +208,18 @@ __device__ __forceinline__ uint32_t round_pair(float lo, float hi) {
   }
 }
 
-// Converts v * inv to e4m3 with saturation (satfinite == reference's clip(-448, 448) then cast;
-// NaN stays NaN), four bytes per word (byte i of out = element i). inv = 1/s, IEEE-divided once
-// per group: a product with the reciprocal rather than a division per element, because XLA turns
-// x / broadcast(s) into exactly this, so the reference agrees bitwise on every backend. Each word
-// is two converts, the second merging into the first's word (F2FP ... PACK_AB_MERGE_C): built
-// byte by byte instead, the compiler spent ~6 more shifts, masks and moves per word (session 60).
+// lo * inv and hi * inv as e4m3 with saturation (satfinite == reference's clip(-448, 448) then
+// cast; NaN stays NaN), lo in the low byte. inv = 1/s, IEEE-divided once per group: a product with
+// the reciprocal rather than a division per element, because XLA turns x / broadcast(s) into
+// exactly this, so the reference agrees bitwise on every backend.
 __device__ __forceinline__ uint32_t e4m3_pair(float lo, float hi, float inv) {
   return __nv_cvt_float2_to_fp8x2(make_float2(__fmul_rn(lo, inv), __fmul_rn(hi, inv)), __NV_SATFINITE,
-                                  __NV_E4M3);  // lo in the low byte
+                                  __NV_E4M3);
 }
 
+// v * inv as e4m3, four bytes per word (byte i of out = element i). Each word is two converts, the
+// second merging into the first's word (F2FP ... PACK_AB_MERGE_C): built byte by byte instead, the
+// compiler spent ~6 more shifts, masks and moves per word (session 60).
 template <int N>
 __device__ __forceinline__ void to_e4m3(const float (&v)[N], float inv, uint32_t (&out)[N / 4]) {
   static_assert(N % 4 == 0, "whole words");
