@@ -12,7 +12,9 @@ of two up to 128) as it writes them, the padding the GEMMs' contracted axis want
 bytes for TMA; 32 loads faster, see dot.py ALIGN), with no copy of the input. Only an axis that is not
 a multiple of 128 is ever padded, and such an axis is replicated anyway. It pays in the writing too:
 the fused quantize + transpose writes rows of qt that are not whole 32-byte sectors (a token count
-like 8200 without align) 8-27% slower than whole ones (RESULTS.md, session 60).
+like 8200 without align) 8-27% slower than whole ones, and with a fused gelu up to 1.55x the time:
+the tiles above and below write parts of one sector from different SMs (RESULTS.md, sessions 60
+and 62). align=32 avoids it.
 """
 
 from __future__ import annotations
