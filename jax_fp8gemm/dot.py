@@ -6,9 +6,9 @@
     wgrad    dw = x.T @ dy     x, dy: 1x128 groups along the token axis (contracted), FP32 out
 
 Scales are computed per block on the fly: no state to thread through a training loop. The axis
-each GEMM contracts (K forward, N in dgrad, tokens in wgrad) is zero-padded to a multiple of 32 by
+each GEMM contracts (K forward, N in dgrad, tokens in wgrad) is zero-padded to a multiple of 128 by
 the quantizer that writes the FP8 operand (`align`), which changes no result and copies nothing:
-the kernels need a multiple of 16, and load rows that start on 32-byte sectors faster.
+the kernels need a multiple of 16, and read and write rows that start on 128-byte lines faster.
 
 Sharding: forward and backward are built from the sharded primitives, so a data-parallel (M),
 tensor-parallel (N or K) or expert-parallel (G) layout stays sharded through the backward pass
@@ -31,10 +31,13 @@ from .quantize import (quantize_blockwise_transpose, quantize_blockwise_transpos
 from .wgrad import gemm_wgrad, grouped_gemm_wgrad
 
 # The contracted axis of every FP8 operand, zero-padded by its quantizer to a multiple of ALIGN:
-# TMA wants rows of a multiple of 16 bytes, and at K = 16 mod 32 every other row starts mid-sector
-# and the GEMMs run 15-31% slower than at K + 16 (grouped; the k-grouped wgrad 23%; RESULTS.md,
-# sessions 56-57).
-ALIGN = 32
+# TMA wants rows of a multiple of 16 bytes; at K = 16 mod 32 every other row starts mid-sector and
+# the GEMMs run 15-31% slower than at K + 16 (grouped; the k-grouped wgrad 23%; sessions 56-57);
+# and rows off 128-byte lines (32 mod 128) take two L2 requests per line's worth: the fused gelu
+# quantizer ran 1.10x the time at 8224 tokens against 8320. 128 pads into the last 128-wide k-block,
+# so no GEMM runs more k-blocks: an 8200-token fp8_mlp step 2.0% faster than with 32, fp8_dot at
+# K = N = 4104 4.3%, steps at multiples of 128 unchanged (RESULTS.md, session 63).
+ALIGN = 128
 # The GEMMs store their output rows with TMA, a multiple of 16 bytes: 8 bf16 elements. A model axis
 # that becomes an output row (either axis of a weight; dy's last, for wgrad) and is not a multiple
 # of 8 is zero-padded here and the results are cut back: copies, for model widths that are rare.

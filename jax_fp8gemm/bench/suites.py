@@ -32,11 +32,12 @@ QUANT_CASES = [  # (kind, shape, dtype)
     # fused quantize + transpose (both orientations in one pass), as training uses them
     ("rowwise+T", (8192, 7168), jnp.bfloat16), ("rowwise+T", (16384, 16384), jnp.bfloat16),
     ("rowwise+T", (8200, 7168), jnp.bfloat16),  # a token count off 16: qt rows not 16-byte aligned
-    ("rowwise+T align 32", (8200, 7168), jnp.bfloat16),  # the same, qt rows padded as training does
+    ("rowwise+T align 128", (8200, 7168), jnp.bfloat16),  # the same, qt rows padded as training does
     ("blockwise+T", (7168, 16384), jnp.bfloat16),
     # with gelu fused (fp8_mlp's hidden layer, d_ff 14336 x 8192 tokens): forward and gradient
     ("rowwise+T gelu", (8192, 14336), jnp.bfloat16), ("rowwise+T gelu grad", (8192, 14336), jnp.bfloat16),
     ("rowwise+T gelu", (8200, 14336), jnp.bfloat16),  # off 16 without align: sectors shared by 2 SMs
+    ("rowwise+T gelu align 128", (8200, 14336), jnp.bfloat16),  # as fp8_mlp writes it
 ]
 
 
@@ -53,9 +54,9 @@ _QUANT_OPS = {
     "blockwise": _QuantOp(fg.quantize_blockwise, reference.quantize_blockwise),
     "rowwise+T": _QuantOp(fg.quantize_rowwise_transpose, reference.quantize_rowwise_transpose,
                           lambda x: (*fg.quantize_rowwise(x), *fg.quantize_rowwise(x.T))),
-    # qt's rows (the token axis) zero-padded to whole 32-byte sectors, as the training paths ask
-    "rowwise+T align 32": _QuantOp(lambda x: fg.quantize_rowwise_transpose(x, align=32),
-                                   lambda x: reference.quantize_rowwise_transpose(x, False, 32)),
+    # qt's rows (the token axis) zero-padded to whole 128-byte lines, as the training paths ask
+    "rowwise+T align 128": _QuantOp(lambda x: fg.quantize_rowwise_transpose(x, align=128),
+                                    lambda x: reference.quantize_rowwise_transpose(x, False, 128)),
     "blockwise+T": _QuantOp(fg.quantize_blockwise_transpose, reference.quantize_blockwise_transpose,
                             lambda x: (*fg.quantize_blockwise(x), *fg.quantize_blockwise(x.T))),
     # unfused: XLA's activation (one fusion), then the fused quantize + transpose
@@ -63,6 +64,10 @@ _QUANT_OPS = {
         lambda u: fg.quantize_rowwise_transpose(u, activation="gelu"),
         lambda u: reference.quantize_rowwise_transpose(reference.activate(u, "gelu")),
         lambda u: fg.quantize_rowwise_transpose(reference.activate(u, "gelu")), "XLA gelu"),
+    "rowwise+T gelu align 128": _QuantOp(
+        lambda u: fg.quantize_rowwise_transpose(u, activation="gelu", align=128),
+        lambda u: reference.quantize_rowwise_transpose(reference.activate(u, "gelu"), False, 128),
+        lambda u: fg.quantize_rowwise_transpose(reference.activate(u, "gelu"), align=128), "XLA gelu"),
     "rowwise+T gelu grad": _QuantOp(
         lambda g, u: fg.quantize_rowwise_transpose_act_grad(g, u, "gelu"),
         lambda g, u: reference.quantize_rowwise_transpose(reference.activation_grad(g, u, "gelu")),
