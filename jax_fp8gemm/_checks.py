@@ -50,7 +50,8 @@ def k_multiple_of_16(op: str, k: int) -> None:
     # TMA needs 16-byte row strides and WGMMA consumes K in steps of 32 bytes; one rule everywhere.
     if k % 16 != 0:
         raise ValueError(f"{op}: K (the contracted axis, {k}) must be a multiple of 16 (quantize both "
-                         f"operands with align=128 to have them zero-padded: rows on 128-byte lines are also the fastest)")
+                         f"operands with align=128 to have them zero-padded: whole 128-byte rows are "
+                         f"also the fastest)")
 
 
 def out_dtype(op: str, dtype):
