@@ -167,9 +167,9 @@ enum class Act : int { kNone = 0, kGelu = 1, kGeluGrad = 2 };
 // sigmoid(2z) for gelu's z at x, as 1 / (1 + 2^(x (k0 + k1 x^2))) with the constants folded
 // (k0 = -2 log2(e) sqrt(2/pi), k1 = k0 * 0.044715) and the .ftz forms of ex2.approx (2 ulp) and
 // rcp.approx: one MUFU each, where expf, the IEEE division and the non-.ftz forms add range
-// fix-ups. The fused quantizers issue-bound on this math (ncu: ~80% of issue slots, RESULTS.md
-// session 14); the result is rounded to bf16/f16 (or quantized to e4m3) right after, so the last
-// bits rarely show. For z << 0 the exp overflows to inf: the result is then 0 (the reference: a
+// fix-ups (the reciprocal by Newton steps on the FMA pipe instead ran gelu 0.2-1.4% slower,
+// RESULTS.md session 63); the result is rounded to bf16/f16 (or quantized to e4m3) right after,
+// so the last bits rarely show. For z << 0 the exp overflows to inf: the result is then 0 (the reference: a
 // denormal or 0), never NaN.
 constexpr float kSigmoidK0 = float(-2.0 * 1.4426950408889634 * 0.7978845608028654);
 constexpr float kSigmoidK1 = float(-2.0 * 1.4426950408889634 * 0.7978845608028654 * 0.044715);
