@@ -178,8 +178,8 @@ struct GemmTraits {
   // (SBO 128 B). Its k 8-15 half is never written: the descriptor's LBO of 16 B points it at the
   // next row (finite bytes; the last row's at a 16-byte zero pad), and A's k 8-15 registers are 0.
   // Written in the kernel instead, the operand cost ~10% (RESULTS.md, session 26). The k-grouped
-  // twin takes the same operand: a 128-token block two groups share keeps its scales, only A's
-  // tokens of the other group are zeroed (the producer's masking warps).
+  // twin takes the same operand: a 128-token block two groups share keeps its scales, only the
+  // other group's tokens of B are zeroed (the producer's masking warps).
   // 96 columns: three accumulator arrays (acc, P, two outputs of 48) fit the registers; at 128 they do not.
   static constexpr bool kScaleMma = kPerRowScaleB && BLOCK_M == 256 && BLOCK_N == 96;
   static constexpr int kScaleOpColBytes = 16;  // per column of B's scale operand and k-block
@@ -677,15 +677,21 @@ __global__ void __launch_bounds__(GemmTraits<BLOCK_M, BLOCK_N, Epilogue, kPerRow
       // Warps 1-3 (96 threads) mask the k-blocks two groups share (k-grouped wgrad: a group that
       // starts or ends inside a 128-token block). They walk the same (tile, k-block) sequence as the
       // producer; for such a block they wait for its loads (loaded_bar), zero the other group's
-      // tokens of A in shared memory (B's are then multiplied by zero), make the writes visible to
-      // the async proxy (the wgmmas) and complete full_bar, on which the math warpgroups wait as
-      // for any block. Their hot loop is untouched. Thread i takes logical 16-byte chunk i % 8
-      // (tokens 16 * (i % 8) ..) of rows i / 8 + 12 * j; the 128-byte swizzle stores it at chunk
-      // (i % 8) ^ (row % 8). loaded_bar[s] is used by masked blocks only: its phase is tracked per
-      // stage (bit s of loaded_phases).
+      // tokens of the smaller operand in shared memory (B for BLOCK_N < BLOCK_M: the other's are
+      // then multiplied by zero), make the writes visible to the async proxy (the wgmmas) and
+      // complete full_bar, on which the math warpgroups wait as for any block. Their hot loop is
+      // untouched. A row's 128 tokens are eight 16-byte chunks; the 128-byte swizzle stores logical
+      // chunk c of row r at chunk c ^ (r % 8). The masking is on the pipeline's critical path
+      // (a block is ready only when it is done), so it is kept short: the (at most two) chunks a
+      // boundary cuts are read, masked and written back with one row per thread, the chunks wholly
+      // of another group are written as zeros without reading them. loaded_bar[s] is used by masked
+      // blocks only: its phase is tracked per stage (bit s of loaded_phases).
       if (warp_idx > 0) {
-        const int i = static_cast<int>(threadIdx.x) - 32, chunk = i % 8, first = 16 * chunk;
-        constexpr int kRowStep = (kNumProducerThreads - 32) / 8;
+        constexpr int kMaskThreads = kNumProducerThreads - 32;
+        constexpr bool kMaskB = BLOCK_N < BLOCK_M;
+        constexpr int kRows = kMaskB ? BLOCK_N : BLOCK_M;
+        constexpr int kCutRounds = (2 * kRows + kMaskThreads - 1) / kMaskThreads;  // cut chunks per thread
+        const int i = static_cast<int>(threadIdx.x) - 32;
         Scheduler scheduler(sched_params, cluster_size);
         StaticTiles feed;  // k-grouped wgrad: the static order
         TileInfo tile;
@@ -695,24 +701,44 @@ __global__ void __launch_bounds__(GemmTraits<BLOCK_M, BLOCK_N, Epilogue, kPerRow
             if (detail::shares_block(tile, kb)) {
               ptx::mbar_wait(&loaded_bar[stage], (loaded_phases >> stage) & 1u);
               loaded_phases ^= 1u << stage;
+              // The group's tokens of this block: [lo, hi), 0 <= lo < hi <= 128.
               const int lo = max(tile.tok_begin - kb * kBlockK, 0), hi = min(tile.tok_end - kb * kBlockK, kBlockK);
-              if (first < lo || first + 16 > hi) {  // this chunk holds tokens of another group
-                uint32_t keep[4];  // bytes of word w kept: tokens in [lo, hi) (little-endian)
+              uint8_t* const rows = smem_ab + stage * Traits::kSmemAB + (kMaskB ? Traits::kSmemA : 0);
+              // Cut chunks: lo's if lo is inside one, hi's if hi is inside another one.
+              const int cut_lo = lo % 16 != 0 ? lo / 16 : -1;
+              const int cut_hi = hi % 16 != 0 && hi / 16 != cut_lo ? hi / 16 : -1;
+              // Round r: item i + 96 r, the cut_lo chunk of row item (item < kRows) or the cut_hi
+              // chunk of row item - kRows. All loads first, then the stores: one latency.
+              uint4 cut[kCutRounds];
 #pragma unroll
-                for (int w = 0; w < 4; ++w) {
-                  const int from = min(max(lo - first - 4 * w, 0), 4), to = min(max(hi - first - 4 * w, 0), 4);
-                  keep[w] = (to == 4 ? 0xffffffffu : (1u << (8 * to)) - 1u) & ~(from == 4 ? 0xffffffffu : (1u << (8 * from)) - 1u);
-                }
-                uint8_t* const a_stage = smem_ab + stage * Traits::kSmemAB;
-                for (int row = i / 8; row < BLOCK_M; row += kRowStep) {
-                  uint4* const p = reinterpret_cast<uint4*>(a_stage + row * kBlockK + ((chunk ^ (row % 8)) * 16));
-                  uint4 v = *p;
-                  v.x &= keep[0], v.y &= keep[1], v.z &= keep[2], v.w &= keep[3];
-                  *p = v;
+              for (int r = 0; r < kCutRounds; ++r) {
+                const int item = i + r * kMaskThreads, row = item % kRows, chunk = item < kRows ? cut_lo : cut_hi;
+                if (item < 2 * kRows && chunk >= 0)
+                  cut[r] = *reinterpret_cast<const uint4*>(rows + row * kBlockK + ((chunk ^ (row % 8)) * 16));
+              }
+#pragma unroll
+              for (int r = 0; r < kCutRounds; ++r) {
+                const int item = i + r * kMaskThreads, row = item % kRows, chunk = item < kRows ? cut_lo : cut_hi;
+                if (item < 2 * kRows && chunk >= 0) {
+                  uint32_t* const v = reinterpret_cast<uint32_t*>(&cut[r]);
+#pragma unroll
+                  for (int w = 0; w < 4; ++w) {  // keep the bytes of tokens in [lo, hi) (little-endian)
+                    const int first = 16 * chunk + 4 * w;
+                    const int from = min(max(lo - first, 0), 4), to = min(max(hi - first, 0), 4);
+                    v[w] &= (to == 4 ? 0xffffffffu : (1u << (8 * to)) - 1u) & ~(from == 4 ? 0xffffffffu : (1u << (8 * from)) - 1u);
+                  }
+                  *reinterpret_cast<uint4*>(rows + row * kBlockK + ((chunk ^ (row % 8)) * 16)) = cut[r];
                 }
               }
+              // Whole chunks of another group: chunk i % 8 of rows i / 8 + 12 j (96 threads: the
+              // chunk is fixed per thread).
+              const int chunk = i % 8;
+              if (16 * chunk + 16 <= lo || 16 * chunk >= hi) {
+                for (int row = i / 8; row < kRows; row += kMaskThreads / 8)
+                  *reinterpret_cast<uint4*>(rows + row * kBlockK + ((chunk ^ (row % 8)) * 16)) = make_uint4(0, 0, 0, 0);
+              }
               ptx::fence_proxy_async_shared();
-              ptx::named_barrier_sync(kMaskBarrierId, kNumProducerThreads - 32);
+              ptx::named_barrier_sync(kMaskBarrierId, kMaskThreads);
               if (i == 0) ptx::mbar_arrive(&full_bar[stage]);
             }
             if (++stage == static_cast<uint32_t>(num_stages)) stage = 0;

@@ -599,8 +599,8 @@ struct GroupedScheduler {
 // are clamped as reference.clamp_group_sizes does (negative -> 0, cut at T), s_g = e_{g-1}. Its
 // k-blocks are [s_g / 128, cdiv(e_g, 128)), empty for an empty group. A group that starts or ends
 // inside a 128-token block shares that block with its neighbour: the producer warpgroup's masking
-// warps zero the other group's tokens of A in shared memory before the block's wgmmas (see the
-// kernel), so each block's products are exactly those of the group's tokens, with the block's
+// warps zero the other group's tokens of the smaller operand (B, or A where BLOCK_M <= BLOCK_N) in
+// shared memory before the block's wgmmas (see the kernel), so each block's products are exactly those of the group's tokens, with the block's
 // scales (what a layout padded per group would compute; no relayout pass).
 //
 // Every group has the same output tile grid num_m_blocks x num_n_blocks, so tile t belongs to group
