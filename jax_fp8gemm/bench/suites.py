@@ -375,14 +375,20 @@ def train_suite(progress: Progress) -> Iterator[dict]:
 
 
 WGRAD_CASES = [  # (groups, tokens per group, M, N): weight gradients [G,] M x N over the tokens
-    (1, 8192, 7168, 7168), (1, 8192, 4096, 7168), (8, 4096, 4096, 7168)]
+    (1, 8192, 7168, 7168), (1, 8192, 4096, 7168), (8, 4096, 4096, 7168),
+    (32, 1024, 7168, 2048)]  # 32 experts' up-projection (DeepSeek-V3 widths)
 
 
 def wgrad_suite(progress: Progress) -> Iterator[dict]:
     """Weight-gradient GEMMs (1x128 scales along the token axis on both operands): fg.gemm_wgrad /
     fg.grouped_gemm_wgrad against XLA's bf16 dot of the same x^T @ dy (per group, as one batched
-    dot of the even groups; ours also with uneven unpadded sizes, same total). FP32 out, and bf16
-    out (what a bf16 weight's gradient gets; XLA's dot then rounds its output to bf16 too)."""
+    dot of the even groups). The k-grouped op also with uneven unpadded sizes (same total; the
+    group boundaries inside 128-token blocks, as a router leaves them), against what a JAX user
+    has for those: the weight gradient of jax.lax.ragged_dot (its vjp, bf16), and torch's
+    k-grouped torch._grouped_mm (bf16; it needs sizes that are multiples of 8 tokens, so it gets
+    the sizes rounded to 16). FP32 out, and bf16 out (what a bf16 weight's gradient gets; XLA's
+    dot then rounds its output to bf16 too)."""
+    torch = _torch()
     for g, tokens, m, n in WGRAD_CASES:
         t = g * tokens
         flops = 2.0 * m * n * t / 1e12
@@ -410,6 +416,11 @@ def wgrad_suite(progress: Progress) -> Iterator[dict]:
                 uneven_res: dict = {}
                 _measure(uneven_res, "ours", progress, lambda: time_jax(ours, [(*args, uneven) for args in q]),
                          flops)
+                _measure(uneven_res, "jax.lax.ragged_dot bf16 (vjp)", progress, lambda: time_jax(
+                    _ragged_dot_wgrad, [(x, dy, uneven) for x, dy in zip(xs, dys)]), flops)
+                if torch is not None:
+                    _measure(uneven_res, "torch _grouped_mm bf16", progress,
+                             lambda: _time_torch_k_grouped(torch, np.asarray(uneven), m, n, out), flops)
                 _measure(res, "XLA bf16 batched dot", progress, lambda: time_jax(
                     lambda x, dy: jnp.einsum("gtm,gtn->gmn", x.reshape(g, tokens, m), dy.reshape(g, tokens, n),
                                              preferred_element_type=out), list(zip(xs, dys))), flops)
@@ -419,6 +430,27 @@ def wgrad_suite(progress: Progress) -> Iterator[dict]:
                 yield {"suite": "wgrad", "case": f"{kind} uneven M{m} N{n} T{t}{suffix}", "metric": "TFLOP/s",
                        "ours": "ours", "results": uneven_res}
         del q, xs, dys
+
+
+def _ragged_dot_wgrad(x, dy, sizes):
+    """The weight gradient of jax.lax.ragged_dot(x, w, sizes) (x [T, M], w [G, M, N]) for dy."""
+    w = jnp.zeros((sizes.shape[0], x.shape[1], dy.shape[1]), x.dtype)
+    _, vjp = jax.vjp(lambda w: jax.lax.ragged_dot(x, w, sizes), w)
+    return vjp(dy)[0]
+
+
+def _time_torch_k_grouped(torch, sizes, m, n, out):
+    """torch._grouped_mm k-grouped (out[g] = a[:, group g] @ b[group g, :]), bf16 in; its sizes
+    rounded to multiples of 16 tokens (the leftover on the largest group): torch asserts on the
+    device that each group's bytes are a multiple of 16, which would end the process's CUDA context."""
+    rounded = sizes // 16 * 16
+    rounded[np.argmax(rounded)] += (int(sizes.sum()) - int(rounded.sum())) // 16 * 16
+    offs = torch.tensor(np.cumsum(rounded), dtype=torch.int32, device="cuda")
+    t = int(rounded.sum())
+    dtype = {jnp.float32: torch.float32, jnp.bfloat16: torch.bfloat16}[out]
+    sets = [(torch.randn(m, t, device="cuda", dtype=torch.bfloat16),
+             torch.randn(n, t, device="cuda", dtype=torch.bfloat16).t()) for _ in range(2)]
+    return time_torch(lambda a, b: torch._grouped_mm(a, b, offs=offs, out_dtype=dtype), sets)
 
 
 SUITES = {"quantize": quantize_suite, "train": train_suite, "gemm": gemm_suite, "gemm-sweep": gemm_sweep_suite,
