@@ -335,6 +335,8 @@ def _time_torch_grouped(torch, sizes, n, k, reps):
 
 # tokens, K, N; the last off 32 everywhere (the quantizers pad each contracted axis as they write)
 TRAIN_SHAPES = [(8192, 8192, 8192), (8192, 4096, 14336), (8192, 14336, 4096), (8200, 4104, 4104)]
+# (experts, mean tokens per expert, K, N): 32 experts' up-projection at DeepSeek-V3's widths
+TRAIN_RAGGED_SHAPES = [(32, 1024, 7168, 2048)]
 
 
 def fwd_bwd(dot):
@@ -348,7 +350,8 @@ def fwd_bwd(dot):
 
 def train_suite(progress: Progress) -> Iterator[dict]:
     """Forward + backward of one linear layer, quantization included: fg.fp8_dot against the bf16
-    dot of the same shapes (3 GEMMs each: forward, dgrad, wgrad)."""
+    dot of the same shapes (3 GEMMs each: forward, dgrad, wgrad); and of an MoE layer's experts,
+    fg.ragged_dot against jax.lax.ragged_dot."""
     for m, k, n in TRAIN_SHAPES:
         flops = 3 * 2.0 * m * n * k / 1e12
         keys = jax.random.split(jax.random.key(5), 6)
@@ -361,6 +364,26 @@ def train_suite(progress: Progress) -> Iterator[dict]:
         _measure(res, "XLA bf16 dot", progress, lambda: time_jax(fwd_bwd(jnp.dot), sets), flops)
         yield {"suite": "train", "case": f"fwd+bwd tokens{m} K{k} N{n}", "metric": "TFLOP/s",
                "ours": "ours (fp8_dot)", "results": res}
+    # An MoE layer's expert GEMM: fg.ragged_dot against jax.lax.ragged_dot, forward + backward,
+    # uneven unpadded group sizes (same total).
+    for g, rows, k, n in TRAIN_RAGGED_SHAPES:
+        m = g * rows
+        flops = 3 * 2.0 * m * n * k / 1e12
+        sizes = jnp.asarray(_group_sizes(m, g, True, np.random.default_rng(2)))
+        keys = jax.random.split(jax.random.key(8), 6)
+        sets = [(_randn(keys[3 * i], (m, k), jnp.bfloat16), _randn(keys[3 * i + 1], (g, k, n), jnp.bfloat16),
+                 _randn(keys[3 * i + 2], (m, n), jnp.bfloat16)) for i in range(2)]
+
+        def ragged(dot):
+            return lambda x, w, dy: fwd_bwd(lambda x, w: dot(x, w, sizes))(x, w, dy)
+
+        res = {}
+        _measure(res, "ours (ragged_dot)", progress, lambda: time_jax(ragged(fg.ragged_dot), sets), flops)
+        _measure(res, "jax.lax.ragged_dot bf16", progress, lambda: time_jax(ragged(jax.lax.ragged_dot), sets),
+                 flops)
+        yield {"suite": "train", "case": f"ragged fwd+bwd {g} experts x ~{rows} tokens K{k} N{n}",
+               "metric": "TFLOP/s", "ours": "ours (ragged_dot)", "results": res}
+        del sets
     # Forward only (an evaluation / inference step on bf16 weights): both operands quantized per
     # call, the weight from its [K, N] layout in one pass.
     m, k, n = TRAIN_SHAPES[0]
