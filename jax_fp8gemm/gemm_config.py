@@ -510,12 +510,13 @@ COMPILED_WGRAD_TILES = ((256, 128), (256, 96), (128, 128), (128, 112), (64, 128)
 # fill the SMs and the pick near the boundary with the 128-row tiles is unmeasured.
 _SCALE_MMA_FACTOR = 0.84
 _SCALE_MMA_TILE = (256, 96)
-# ... for k-grouped tiles of few k-blocks. The tile saves per k-block (its promotion) and pays per
-# tile (the scale product's wgmma per wave, and 4/3 the tiles of 256x128), so short tiles lose the
-# saving: M7168 N2048 bf16, against 256x128 in pairs, its time relative to the cost model was 0.95 /
-# 0.93-0.98 / 0.93 at 1 / 2 / 4 k-blocks per group, against 0.84 at 32; at 8 the two tiles ran
-# within 1.6% of each other on five shapes, either way (RESULTS.md, session 64, calls G-H). The
-# dense wgrad keeps 0.84 at 8-16 k-blocks (256x96 measured 1-6% faster at 7168^2 x 1024 / 2048).
+# The factor for k-grouped tiles of few k-blocks. The tile saves per k-block (its promotion) and
+# pays per tile (the scale product's wgmma per wave, and 4/3 the tiles of 256x128), so short tiles
+# lose the saving: M7168 N2048 bf16, against 256x128 in pairs, its time relative to the cost model
+# was 0.95 / 0.93-0.98 / 0.93 at 1 / 2 / 4 k-blocks per group, against 0.84 at 32; at 8 the two
+# tiles ran within 1.6% of each other on five shapes, either way (RESULTS.md, session 64, calls
+# G-H). The dense wgrad keeps 0.84: at 1024 / 2048 tokens 256x96 ran 3-6% faster at 7168^2,
+# within 2% either way at 4096 x 7168 and 2048 x 7168.
 _SCALE_MMA_SHORT_FACTOR = 0.93
 _SCALE_MMA_SHORT_K_BLOCKS = 8  # mean k-blocks per group below which a k-grouped tile is short
 

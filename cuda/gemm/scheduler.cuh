@@ -600,8 +600,9 @@ struct GroupedScheduler {
 // k-blocks are [s_g / 128, cdiv(e_g, 128)), empty for an empty group. A group that starts or ends
 // inside a 128-token block shares that block with its neighbour: the producer warpgroup's masking
 // warps zero the other group's tokens of the smaller operand (B, or A where BLOCK_M <= BLOCK_N) in
-// shared memory before the block's wgmmas (see the kernel), so each block's products are exactly those of the group's tokens, with the block's
-// scales (what a layout padded per group would compute; no relayout pass).
+// shared memory before the block's wgmmas (see the kernel), so each block's products are exactly
+// those of the group's tokens, with the block's scales (what a layout padded per group would
+// compute; no relayout pass).
 //
 // Every group has the same output tile grid num_m_blocks x num_n_blocks, so tile t belongs to group
 // t / tiles_per_group with no search; inside a group the dense scheduler's banded order (M fastest
