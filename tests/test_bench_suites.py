@@ -30,3 +30,14 @@ def test_grouped_case_sizes_are_one_draw():
     assert all((a == b).all() for a, b in zip(first, second))
     uneven = [s for (_, _, _, _, u), s in zip(suites.GROUPED_CASES, first) if u]
     assert len(uneven) >= 2 and not any(np.array_equal(uneven[0][:8], u[:8]) for u in uneven[1:])
+
+
+def test_sizes_in_multiples_keep_the_total():
+    """torch's k-grouped _grouped_mm gets sizes in multiples of 16 tokens (its device-side assert
+    would end the CUDA context): every size a multiple, none negative, the same total."""
+    rng = np.random.default_rng(0)
+    for g, total in ((8, 32768), (32, 32768), (256, 32768), (5, 4096)):
+        sizes = suites._group_sizes(total, g, True, rng)
+        rounded = suites.sizes_in_multiples(sizes, 16)
+        assert (rounded % 16 == 0).all() and (rounded >= 0).all()
+        assert rounded.sum() == total and np.abs(rounded - sizes).max() < 16 * g

@@ -462,12 +462,19 @@ def _ragged_dot_wgrad(x, dy, sizes):
     return vjp(dy)[0]
 
 
+def sizes_in_multiples(sizes: np.ndarray, multiple: int) -> np.ndarray:
+    """Group sizes rounded down to multiples of `multiple`, what that frees (rounded down too)
+    added to the largest group: the same total where it is a multiple of `multiple`."""
+    rounded = sizes // multiple * multiple
+    rounded[np.argmax(rounded)] += (int(sizes.sum()) - int(rounded.sum())) // multiple * multiple
+    return rounded
+
+
 def _time_torch_k_grouped(torch, sizes, m, n, out):
     """torch._grouped_mm k-grouped (out[g] = a[:, group g] @ b[group g, :]), bf16 in; its sizes
-    rounded to multiples of 16 tokens (the leftover on the largest group): torch asserts on the
-    device that each group's bytes are a multiple of 16, which would end the process's CUDA context."""
-    rounded = sizes // 16 * 16
-    rounded[np.argmax(rounded)] += (int(sizes.sum()) - int(rounded.sum())) // 16 * 16
+    rounded to multiples of 16 tokens: torch asserts on the device that each group's bytes are a
+    multiple of 16, which would end the process's CUDA context."""
+    rounded = sizes_in_multiples(sizes, 16)
     offs = torch.tensor(np.cumsum(rounded), dtype=torch.int32, device="cuda")
     t = int(rounded.sum())
     dtype = {jnp.float32: torch.float32, jnp.bfloat16: torch.bfloat16}[out]
