@@ -704,6 +704,9 @@ __global__ void __launch_bounds__(GemmTraits<BLOCK_M, BLOCK_N, Epilogue, kPerRow
               // The group's tokens of this block: [lo, hi), 0 <= lo < hi <= 128.
               const int lo = max(tile.tok_begin - kb * kBlockK, 0), hi = min(tile.tok_end - kb * kBlockK, kBlockK);
               uint8_t* const rows = smem_ab + stage * Traits::kSmemAB + (kMaskB ? Traits::kSmemA : 0);
+              auto chunk_at = [&](int row, int chunk) {  // logical chunk `chunk` of row `row`, swizzled
+                return reinterpret_cast<uint4*>(rows + row * kBlockK + ((chunk ^ (row % 8)) * 16));
+              };
               // Cut chunks: lo's if lo is inside one, hi's if hi is inside another one.
               const int cut_lo = lo % 16 != 0 ? lo / 16 : -1;
               const int cut_hi = hi % 16 != 0 && hi / 16 != cut_lo ? hi / 16 : -1;
@@ -714,7 +717,7 @@ __global__ void __launch_bounds__(GemmTraits<BLOCK_M, BLOCK_N, Epilogue, kPerRow
               for (int r = 0; r < kCutRounds; ++r) {
                 const int item = i + r * kMaskThreads, row = item % kRows, chunk = item < kRows ? cut_lo : cut_hi;
                 if (item < 2 * kRows && chunk >= 0)
-                  cut[r] = *reinterpret_cast<const uint4*>(rows + row * kBlockK + ((chunk ^ (row % 8)) * 16));
+                  cut[r] = *chunk_at(row, chunk);
               }
 #pragma unroll
               for (int r = 0; r < kCutRounds; ++r) {
@@ -727,7 +730,7 @@ __global__ void __launch_bounds__(GemmTraits<BLOCK_M, BLOCK_N, Epilogue, kPerRow
                     const int from = min(max(lo - first, 0), 4), to = min(max(hi - first, 0), 4);
                     v[w] &= (to == 4 ? 0xffffffffu : (1u << (8 * to)) - 1u) & ~(from == 4 ? 0xffffffffu : (1u << (8 * from)) - 1u);
                   }
-                  *reinterpret_cast<uint4*>(rows + row * kBlockK + ((chunk ^ (row % 8)) * 16)) = cut[r];
+                  *chunk_at(row, chunk) = cut[r];
                 }
               }
               // Whole chunks of another group: chunk i % 8 of rows i / 8 + 12 j (96 threads: the
@@ -735,7 +738,7 @@ __global__ void __launch_bounds__(GemmTraits<BLOCK_M, BLOCK_N, Epilogue, kPerRow
               const int chunk = i % 8;
               if (16 * chunk + 16 <= lo || 16 * chunk >= hi) {
                 for (int row = i / 8; row < kRows; row += kMaskThreads / 8)
-                  *reinterpret_cast<uint4*>(rows + row * kBlockK + ((chunk ^ (row % 8)) * 16)) = make_uint4(0, 0, 0, 0);
+                  *chunk_at(row, chunk) = make_uint4(0, 0, 0, 0);
               }
               ptx::fence_proxy_async_shared();
               ptx::named_barrier_sync(kMaskBarrierId, kMaskThreads);

@@ -169,8 +169,8 @@ enum class Act : int { kNone = 0, kGelu = 1, kGeluGrad = 2 };
 // rcp.approx: one MUFU each, where expf, the IEEE division and the non-.ftz forms add range
 // fix-ups (the reciprocal by Newton steps on the FMA pipe instead ran gelu 0.2-1.4% slower,
 // RESULTS.md session 63); the result is rounded to bf16/f16 (or quantized to e4m3) right after,
-// so the last bits rarely show. For z << 0 the exp overflows to inf: the result is then 0 (the reference: a
-// denormal or 0), never NaN.
+// so the last bits rarely show. For z << 0 the exp overflows to inf: the result is then 0 (the
+// reference: a denormal or 0), never NaN.
 constexpr float kSigmoidK0 = float(-2.0 * 1.4426950408889634 * 0.7978845608028654);
 constexpr float kSigmoidK1 = float(-2.0 * 1.4426950408889634 * 0.7978845608028654 * 0.044715);
 constexpr float kGeluGradK0 = float(2.0 * 0.7978845608028654);             // d(2z)/du = k0' + k1' u^2
