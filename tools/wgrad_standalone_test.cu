@@ -7,13 +7,17 @@
 //        tools/wgrad_standalone_test.cu cuda/gemm/*.cu -o build/wgrad_standalone_test
 //
 // Usage: wgrad_standalone_test [--small] [--no-bench] [--bench-only] [--shape=MxNxT] [--tile=BMxBN]
-//                              [--seed=N] [--runs=N] [--out=bf16] [--multicast=2A|2B]
+//                              [--seed=N] [--runs=N] [--out=bf16] [--multicast=2A|2B] [--moe=GxMEANxMxN]
 //   --small       tiny cases only, no benchmark (for compute-sanitizer memcheck / racecheck)
 //   --no-bench    correctness only;  --bench-only: timing only
 //   --shape=MxNxT time this dense problem only;  --tile=BMxBN: only this tile (with --shape, also a
 //                 64-row one); together they time one kernel, e.g. for tools/ncu_gemm.sh
 //   --out=bf16    time the bf16-output kernels (default FP32)
 //   --multicast=2A|2B  time in CTA pairs sharing A / B (default: no clusters; k-grouped: 2A only)
+//   --moe=GxMEANxMxN  (with --bench-only) time one k-grouped problem, G groups of MEAN tokens:
+//                 even, MoE-like (log-normal popularity: boundaries inside 128-token blocks) and
+//                 the MoE sizes padded to 128; with -DFP8GEMM_EXPERIMENT_TIMELINE (tools/timeline.sh)
+//                 also where the tiles spend their time
 //
 // Data (host-generated from a hash of (seed, tensor, row, col), uploaded): A [M, T], B [N, T] are
 // random e4m3 codes with magnitudes 2^-3 .. 30 (never zero, never NaN) -- also on the tokens that
@@ -46,6 +50,7 @@
 
 #include "gemm/fp8_gemm.h"
 #include "harness_common.cuh"
+#include "timeline_summary.h"  // -DFP8GEMM_EXPERIMENT_TIMELINE builds only (tools/timeline.sh)
 
 using fp8gemm::GemmConfig;
 using fp8gemm::GroupedWgradGemmProblem;
@@ -481,6 +486,7 @@ struct BenchOptions {
   int runs = 20;
   int m = 0, n = 0, t = 0;     // --shape: one dense problem instead of the default cases
   int tile_m = 0, tile_n = 0;  // --tile: one tile only
+  int groups = 0, mean = 0;    // --moe=GxMEANxMxN: one k-grouped MoE-like problem (even, MoE, padded)
   int multicast = 1, multicast_a = 0;  // --multicast=1|2A|2B
   fp8gemm::OutDtype out = fp8gemm::OutDtype::kF32;  // --out=bf16: time the bf16-output kernels
 };
@@ -489,6 +495,61 @@ struct BenchOptions {
 bool bench_tile(const BenchOptions& o, const fp8gemm::CompiledTile& tile) {
   if (o.tile_m) return tile.block_m == o.tile_m && tile.block_n == o.tile_n;
   return tile.block_m >= 128;  // the small-M tile is not a throughput config
+}
+
+// MoE-like group sizes: G x mean tokens over experts of log-normal popularity (sigma 0.3, as
+// session 64's probes), so that group boundaries fall inside 128-token blocks. Deterministic.
+std::vector<int> moe_sizes(int g, int mean) {
+  std::vector<double> w(g);
+  double sum = 0;
+  for (int i = 0; i < g; ++i) {
+    // Box-Muller from two hashes.
+    const double u1 = (mix(11, i, 0) + 1.0) / 4294967297.0, u2 = mix(11, i, 1) / 4294967296.0;
+    w[i] = std::exp(0.3 * std::sqrt(-2.0 * std::log(u1)) * std::cos(6.283185307179586 * u2));
+    sum += w[i];
+  }
+  std::vector<int> sizes(g);
+  int total = 0;
+  for (int i = 0; i < g; ++i) total += sizes[i] = static_cast<int>(w[i] / sum * g * mean);
+  for (int i = 0; total < g * mean; i = (i + 1) % g) ++sizes[i], ++total;
+  return sizes;
+}
+
+// --moe: one k-grouped problem with even, MoE-like and MoE-padded-to-128 sizes; with a timeline
+// build, where each kernel's tiles spend their time.
+void bench_moe(const BenchOptions& o) {
+  const int g = o.groups, mean = o.mean, m = o.m, n = o.n;
+  const std::vector<int> even(g, mean), moe = moe_sizes(g, mean);
+  std::vector<int> padded(moe);
+  int t = 0, t_padded = 0;
+  for (int i = 0; i < g; ++i) padded[i] = (moe[i] + 127) / 128 * 128, t += moe[i], t_padded += padded[i];
+  DeviceOperand A(m, t_padded), B(n, t_padded);
+  void* d;
+  CUDA_CHECK(cudaMalloc(&d, static_cast<size_t>(g) * m * n * 4));
+  const L2Flush flush(size_t(256) << 20);
+  const double flops = 2.0 * m * n * t;  // the real tokens
+  const std::vector<int>* const cases[] = {&even, &moe, &padded};
+  for (const std::vector<int>* sizes : cases) {
+    int* d_sizes = device_copy(*sizes);
+    const char* kind = sizes == &even ? "even" : sizes == &moe ? "moe" : "padded";
+    for (const fp8gemm::CompiledTile& tile : fp8gemm::kCompiledWgradTiles) {
+      if (!bench_tile(o, tile)) continue;
+      const GemmConfig cfg{tile.block_m, tile.block_n, 0, 0, o.multicast, o.multicast_a};
+      GroupedWgradGemmProblem p{A.q, B.q, A.s, A.ld, B.s, B.ld, d, m, n, t_padded, g, d_sizes, o.out, A.words, B.ops};
+      auto launch = [&] { return fp8gemm::launch_fp8_grouped_gemm_wgrad(p, cfg, 0); };
+      const double ms = median_ms(launch, /*warmup=*/2, o.runs, flush);
+      std::printf("  bench moe G=%d x %d (%s) M=%d N=%d %s %-22s %9.1f us %7.1f TFLOP/s\n", g, mean, kind, m, n,
+                  o.out == fp8gemm::OutDtype::kBF16 ? "bf16" : "f32", cfg_name(cfg).c_str(), ms * 1e3,
+                  flops / ms / 1e9);
+      std::fflush(stdout);
+#ifdef FP8GEMM_EXPERIMENT_TIMELINE
+      CUDA_CHECK(cudaMemset(flush.buf, 1, flush.bytes));
+      print_timeline((std::string(kind) + " " + cfg_name(cfg)).c_str(), launch);
+#endif
+    }
+    cudaFree(d_sizes);
+  }
+  cudaFree(d);
 }
 
 void bench(const BenchOptions& o) {
@@ -568,6 +629,9 @@ int main(int argc, char** argv) {
     else if (arg.rfind("--runs=", 0) == 0) bench_options.runs = std::max(1, std::atoi(arg.c_str() + 7));
     else if (arg.rfind("--shape=", 0) == 0)
       std::sscanf(arg.c_str() + 8, "%dx%dx%d", &bench_options.m, &bench_options.n, &bench_options.t);
+    else if (arg.rfind("--moe=", 0) == 0)
+      std::sscanf(arg.c_str() + 6, "%dx%dx%dx%d", &bench_options.groups, &bench_options.mean, &bench_options.m,
+                  &bench_options.n);
     else if (arg == "--out=bf16") bench_options.out = fp8gemm::OutDtype::kBF16;
     else if (arg == "--multicast=2A" || arg == "--multicast=2B")
       bench_options.multicast = 2, bench_options.multicast_a = arg == "--multicast=2A";
@@ -580,7 +644,10 @@ int main(int argc, char** argv) {
   }
   std::printf("wgrad standalone test, seed %llu\n", static_cast<unsigned long long>(g_seed));
   if (bench_only) {
-    bench(bench_options);
+    if (bench_options.groups > 0)
+      bench_moe(bench_options);
+    else
+      bench(bench_options);
     return 0;
   }
   test_rejections();

@@ -703,7 +703,7 @@ cudaError_t launch_wgrad_kernel(const WgradOperands& p, long long rows_d, long l
   const KernelEntry& e = wgrad_registry(k_grouped)[entry_idx];
   LaunchSetup s;
   // >= 2 stages: the deferred-promotion loop waits for stage kb+1 while it still holds kb.
-  cudaError_t err = setup_launch(e, cfg, /*min_stages=*/2, &s);
+  cudaError_t err = setup_launch(e, cfg, /*min_stages=*/2, &s, tile_ring_bytes(e));
   if (err != cudaSuccess) return err;
   err = ensure_smem_attribute(g_wgrad_smem_attribute_set[k_grouped][entry_idx][s.dev], e.fn, s.smem_limit);
   if (err != cudaSuccess) return err;

@@ -455,7 +455,7 @@ class MathTiles<Scheduler, true> {
  private:
   const typename Scheduler::Params& params_;  // the kernel parameter
   uint32_t cluster_size_;
-  TileReader<Scheduler::kSlotReleasePerThread> reader_;
+  TileReader<Scheduler::kSlotReleasePerThread, HasTileKRange<Scheduler>::value> reader_;
 };
 
 // k-grouped: whether k-block kb of the tile may hold tokens of another group (the tile's tokens
@@ -1228,6 +1228,7 @@ __global__ void __launch_bounds__(GemmTraits<BLOCK_M, BLOCK_N, Epilogue, kPerRow
             zero_outputs();
             if (tile_k_blocks <= 0) return;
             ptx::mbar_wait(&full_bar[stage], phase);
+            FP8GEMM_TIMELINE_MARK(timeline_thread, wg, timeline_tile, 2);
             uint32_t a0, a1;  // A's operand of the next wave
             load_scale_a(stage, 0, a0, a1);
 #pragma unroll kScaleMmaUnroll
@@ -1242,6 +1243,7 @@ __global__ void __launch_bounds__(GemmTraits<BLOCK_M, BLOCK_N, Epilogue, kPerRow
                   uint32_t next_stage = stage, next_phase = phase;
                   advance(next_stage, next_phase);
                   ptx::mbar_wait(&full_bar[next_stage], next_phase);
+                  FP8GEMM_TIMELINE_MARK(timeline_thread && kb == 0, wg, timeline_tile, 7);
                   load_scale_a(next_stage, 0, next_a0, next_a1);
                 }
                 ptx::wgmma_wait<0>();

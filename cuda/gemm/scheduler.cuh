@@ -104,8 +104,10 @@ struct TileRing {
   // TileInfo fields are the producer's. flags: bit 0 wide, bit 1 peer_active, bit 2 a tile (0: the
   // CTA's work is done). (A value loaded from shared memory cannot be rematerialized the way a
   // kernel parameter can, so the slot holds no field the math threads can compute.)
+  // a_row, kb_begin, kb_end: read by the k-grouped wgrad's readers only (TileReader<.., true>).
   struct Slot {
     int row_start, row_end, col_start, sfb_offset, flags;
+    int a_row, kb_begin, kb_end;
   };
   Slot slots[kSlots];
 
@@ -144,6 +146,7 @@ class TilePoster {
       if (has_tile) {
         slot.row_start = tile.row_start, slot.row_end = tile.row_end;
         slot.col_start = tile.col_start, slot.sfb_offset = tile.sfb_offset;
+        slot.a_row = tile.a_row, slot.kb_begin = tile.kb_begin, slot.kb_end = tile.kb_end;
       }
       slot.flags = has_tile ? (4 | (tile.peer_active ? 2 : 0) | (tile.wide ? 1 : 0)) : 0;
       ptx::mbar_arrive(&ring_->full[TileRing::slot(n)]);  // release: the tile is visible to the readers
@@ -171,7 +174,9 @@ class TilePoster {
 //     not see the order the __syncwarp gives and reports the slot's next write as a hazard once the
 //     ring wraps (more tiles per CTA than kSlots; session 52).
 //   kPerThread true: by every thread (the dense 256-row tile: no slower there; racecheck-clean).
-template <bool kPerThread>
+//   kTileKRange: the tile's own k-range and A row (the k-grouped wgrad) are read too; the other
+//     posted tiles run all k-blocks and read A at row_start.
+template <bool kPerThread, bool kTileKRange = false>
 class TileReader {
  public:
   __device__ __forceinline__ TileReader(TileRing* ring, int n) : ring_(ring), n_(n) {}
@@ -187,6 +192,7 @@ class TileReader {
       tile.row_start = tile.a_row = slot.row_start, tile.row_end = slot.row_end;
       tile.col_start = slot.col_start, tile.col_end = n_, tile.sfb_offset = slot.sfb_offset;
       tile.wide = (flags & 1) != 0, tile.peer_active = (flags & 2) != 0;
+      if constexpr (kTileKRange) tile.a_row = slot.a_row, tile.kb_begin = slot.kb_begin, tile.kb_end = slot.kb_end;
     }
     if constexpr (kPerThread) {
       ptx::mbar_arrive(&ring_->empty[TileRing::slot(n)]);
@@ -633,9 +639,19 @@ struct KGroupedWgradScheduler {
   using Params = KGroupedWgradSchedulerParams;
   static constexpr bool kTileKRange = true;
   static constexpr bool kMasksSharedBlocks = true;  // the producer warpgroup's masking warps
+  // The producer posts the tiles (TilePoster, static order): at MoE-like sizes a tile is a group's
+  // few k-blocks, and decoding the next one in the math warpgroups (divisions, and a dependent load
+  // of the next group's size) took ~0.5 us of a ~4.3 us tile (tools/timeline.sh, session 65).
+  // Every reading thread releases the slot (racecheck-clean, TileReader). Not the 256x96 tile (scale
+  // products on the tensor cores: four accumulator arrays), whose math warpgroups then spilled
+  // 200-430 bytes; it is picked where groups have >= 8 k-blocks, and tiles are long.
+  static constexpr bool kPostsTiles = !(BLOCK_M == 256 && BLOCK_N == 96);
+  static constexpr bool kSlotReleasePerThread = true;
+  __device__ static int* tile_counter(const Params&) { return nullptr; }
 
-  // State kept small (the math warpgroups hold it next to two accumulator arrays): the grid
-  // quantities are recomputed from the params per tile (a few integer ops).
+  // State kept small (the 256x96 tile's math warpgroups hold it next to four accumulator arrays;
+  // the other tiles' decode their first tile with it): the grid quantities are recomputed from the
+  // params per tile (a few integer ops).
   Params p;
   int group;      // cursor: the group whose tokens are [group_begin, group_end) (<= the next tile's group)
   int group_begin;
@@ -674,9 +690,9 @@ struct KGroupedWgradScheduler {
     }
 
     const int in_group = tile - g * tiles_per_group;
-    // Plain divisions: the math warpgroups hold this scheduler's state next to two accumulator
-    // arrays (the fast divisors' six registers made the 256x128 f32 kernel spill 48 bytes more),
-    // and its tiles are long (a group's tokens), so the divisions' ~0.3 us hardly count.
+    // Plain divisions: the fast divisors' six registers made the 256x128 f32 kernel spill 48 bytes
+    // more when its math warpgroups ran this scheduler (before its tiles were posted); the
+    // producer, which decodes the tiles now, runs ahead of the math.
     const BandedOrderWith<PlainDiv> order(p.band, p.band_on_n ? num_m_blocks : num_n_blocks);
     const BandedPosition pos = order.position(in_group, p.band_on_n ? num_n_blocks : num_m_blocks);
     t.m_block = p.band_on_n ? pos.other : pos.banded;
