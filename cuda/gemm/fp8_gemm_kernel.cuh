@@ -1128,7 +1128,8 @@ __global__ void __launch_bounds__(GemmTraits<BLOCK_M, BLOCK_N, Epilogue, kPerRow
               // and the stage is released (see the straight-line copies below).
               auto store_first_slice = [&] {
                 if constexpr (decltype(last_c)::value) {
-                  if (wave == 1) {
+                  // (A row-masking epilogue must not be called for a warpgroup without rows.)
+                  if (wave == 1 && (!Epilogue::kMasksRows || active)) {
                     Epilogue::store(out, smem_d, &tmap_d, tile, wg, /*slice=*/wg, tid_in_wg, epi_params);
                     first_slice_stored = true;
                   }
@@ -1182,6 +1183,14 @@ __global__ void __launch_bounds__(GemmTraits<BLOCK_M, BLOCK_N, Epilogue, kPerRow
               }
             });
             if (straight) return;
+          }
+          // Per-tile k-ranges (the k-grouped wgrad, >= 1 k-block here): the last k-block is peeled
+          // off to store wave 0's slice during it, as the short-K twins do.
+          if constexpr (kTileKRange && kWaves == 2 && !kWide) {
+#pragma unroll kTwoWaveUnroll<Epilogue::kElemBytes>
+            for (int kb = 0; kb + 1 < tile_k_blocks; ++kb) k_block(kb, std::false_type{});
+            k_block_at(tile_k_blocks - 1, std::false_type{}, std::true_type{});
+            return;
           }
           if constexpr (kPeelFirst) k_block(0, std::true_type{});
 #pragma unroll kTwoWaveUnroll<Epilogue::kElemBytes>
