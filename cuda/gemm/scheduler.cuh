@@ -78,8 +78,8 @@ struct TileInfo {
 // indices of a CTA increase, as in the static order (the grouped scheduler's forward-only cursor
 // relies on that).
 //
-// Posted tiles (schedulers that declare kPostsTiles: the grouped 256-row tile, in either order, and
-// the dense one up to a K, in the static order):
+// Posted tiles (schedulers that declare kPostsTiles: the grouped 256-row tile, in either order, the
+// dense one up to a K and the k-grouped wgrad's but 256x96, in the static order):
 // after its first tile, a CTA's tiles are decoded by the producer alone. It posts each one (and, at
 // the end, "no tile") into a ring of kSlots slots in shared memory, from which every math thread
 // copies it (TileReader): full / empty mbarrier per slot as in the stage ring (full: the poster's
