@@ -9,7 +9,7 @@
 #   HARNESS=wgrad tools/timeline.sh [GxMEANxMxN ...]  the k-grouped weight gradient, even / MoE-like /
 #                                   padded sizes (bf16 out; default 128x256x7168x2048)
 # Environment: TILE (default 256x128; a space-separated list runs each, one build), MULTICAST
-# (dense only; default "1 2A"), NVCC_FLAGS (e.g. a what-if's -DFP8GEMM_EXPERIMENT_...); FP8GEMM_TIMELINE_WARM=1 records a
+# (dense: default "1 2A"; wgrad: one of 2A / 2B, default 2A), NVCC_FLAGS (e.g. a what-if's -DFP8GEMM_EXPERIMENT_...); FP8GEMM_TIMELINE_WARM=1 records a
 # launch that follows an unrecorded one (operands in L2, not the flush's dirty lines: decode shapes,
 # whose CTAs run one tile each, get a summary of that tile from kernel entry to exit);
 # FP8GEMM_TIMELINE_DUMP=prefix also writes each recorded launch's raw stamps to prefix<n>.bin (the
