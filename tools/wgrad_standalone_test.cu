@@ -14,8 +14,8 @@
 //                 64-row one); together they time one kernel, e.g. for tools/ncu_gemm.sh
 //   --out=bf16    time the bf16-output kernels (default FP32)
 //   --multicast=2A|2B  time in CTA pairs sharing A / B (default: no clusters; k-grouped: 2A only)
-//   --moe=GxMEANxMxN  (with --bench-only) time one k-grouped problem, G groups of MEAN tokens:
-//                 even, MoE-like (log-normal popularity: boundaries inside 128-token blocks) and
+//   --moe=GxMEANxMxN  time one k-grouped problem instead of the default cases, G groups of MEAN
+//                 tokens: even, MoE-like (log-normal popularity: boundaries inside 128-token blocks) and
 //                 the MoE sizes padded to 128; with -DFP8GEMM_EXPERIMENT_TIMELINE (tools/timeline.sh)
 //                 also where the tiles spend their time
 //
@@ -643,11 +643,15 @@ int main(int argc, char** argv) {
     }
   }
   std::printf("wgrad standalone test, seed %llu\n", static_cast<unsigned long long>(g_seed));
-  if (bench_only) {
+  // --moe times its problem instead of the default cases.
+  auto run_bench = [&] {
     if (bench_options.groups > 0)
       bench_moe(bench_options);
     else
       bench(bench_options);
+  };
+  if (bench_only) {
+    run_bench();
     return 0;
   }
   test_rejections();
@@ -679,7 +683,7 @@ int main(int argc, char** argv) {
     test_grouped(256, 384, 33 * 128, many, false);
     for (int i = 0; i < 256; ++i) many_odd[i] = static_cast<int>(mix(5, i, 0) % 40u);  // 256 groups, ~20 tokens
     test_grouped(192, 256, 5120, many_odd, false);
-    if (!no_bench) bench(bench_options);
+    if (!no_bench) run_bench();
   }
   std::printf("%s: %d failure(s)\n", g_failures ? "FAILED" : "PASSED", g_failures);
   return g_failures ? 1 : 0;
