@@ -513,12 +513,13 @@ _SCALE_MMA_TILE = (256, 96)
 # The factor for k-grouped tiles of few k-blocks. The tile saves per k-block (its promotion) and
 # pays per tile (the scale product's wgmma per wave, and 4/3 the tiles of 256x128), so short tiles
 # lose the saving: M7168 N2048 bf16, against 256x128 in pairs, its time relative to the cost model
-# was 0.95 / 0.93-0.98 / 0.93 at 1 / 2 / 4 k-blocks per group, against 0.84 at 32; at 8 the two
-# tiles ran within 1.6% of each other on five shapes, either way (RESULTS.md, session 64, calls
-# G-H). The dense wgrad keeps 0.84: at 1024 / 2048 tokens 256x96 ran 3-6% faster at 7168^2,
+# was 0.95 / 0.93-0.98 / 0.93 at 1 / 2 / 4 k-blocks per group, against 0.84 at 32 (RESULTS.md,
+# session 64, calls G-H). At 8, since 256x128 posts its tiles (session 65), 256x128 ran 0.2-2.1%
+# faster on five MoE-like shapes (8.6% with f32 out); at 16, 256x96 still 4.4% faster (session 66,
+# call A). The dense wgrad keeps 0.84: at 1024 / 2048 tokens 256x96 ran 3-6% faster at 7168^2,
 # within 2% either way at 4096 x 7168 and 2048 x 7168.
 _SCALE_MMA_SHORT_FACTOR = 0.93
-_SCALE_MMA_SHORT_K_BLOCKS = 8  # mean k-blocks per group below which a k-grouped tile is short
+_SCALE_MMA_SHORT_K_BLOCKS = 8  # mean k-blocks per group up to which a k-grouped tile is short
 
 
 def takes_scale_operand(config: GemmConfig) -> bool:
@@ -553,7 +554,7 @@ def pick_wgrad(m: int, n: int, t: int, num_sms: int, *, g: int = 1,
             else:  # the dense scheduler
                 waves = _dense_waves(m, tiles, bm, num_sms, _pairs_share_a(bm, t, num_sms))
             if (bm, bn) == _SCALE_MMA_TILE:
-                short = k_grouped and t / (128 * g) < _SCALE_MMA_SHORT_K_BLOCKS
+                short = k_grouped and t / (128 * g) <= _SCALE_MMA_SHORT_K_BLOCKS
                 yield bm, bn, waves, _SCALE_MMA_SHORT_FACTOR if short else _SCALE_MMA_FACTOR
                 continue
             # the serial loop with per-column scales: measured 12-20% slower per tile (session 9;
