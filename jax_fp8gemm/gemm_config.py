@@ -514,12 +514,16 @@ _SCALE_MMA_TILE = (256, 96)
 # pays per tile (the scale product's wgmma per wave, and 4/3 the tiles of 256x128), so short tiles
 # lose the saving: M7168 N2048 bf16, against 256x128 in pairs, its time relative to the cost model
 # was 0.95 / 0.93-0.98 / 0.93 at 1 / 2 / 4 k-blocks per group, against 0.84 at 32 (RESULTS.md,
-# session 64, calls G-H). At 8, since 256x128 posts its tiles (session 65), 256x128 ran 0.2-2.1%
-# faster on five MoE-like shapes (8.6% with f32 out); at 16, 256x96 still 4.4% faster (session 66,
-# call A). The dense wgrad keeps 0.84: at 1024 / 2048 tokens 256x96 ran 3-6% faster at 7168^2,
-# within 2% either way at 4096 x 7168 and 2048 x 7168.
+# session 64, calls G-H). Since 256x128 posts its tiles (session 65), at MoE-like sizes on three
+# to five shapes (RESULTS.md, session 66, calls A, E, F), 256x128 against 256x96:
+#   k-blocks per group      8            10           12           14           16
+#   bf16 out          0.98-1.00x   0.99-1.00x   1.01-1.02x   1.02-1.04x   1.03-1.05x
+#   f32 out             0.91x      0.94-0.95x   0.96-0.98x   0.98-0.99x   1.00-1.01x
+# (f32: 256x96's epilogue stages more bytes). The dense wgrad keeps 0.84: there 256x96 ran 1-9%
+# faster at 1024-8192 tokens, f32 and bf16 (session 66, call E).
 _SCALE_MMA_SHORT_FACTOR = 0.93
-_SCALE_MMA_SHORT_K_BLOCKS = 8  # mean k-blocks per group up to which a k-grouped tile is short
+# Mean k-blocks per group up to which a k-grouped tile is short, by what the kernel writes.
+_SCALE_MMA_SHORT_K_BLOCKS = {"bfloat16": 8, "float32": 14}
 
 
 def takes_scale_operand(config: GemmConfig) -> bool:
@@ -529,9 +533,10 @@ def takes_scale_operand(config: GemmConfig) -> bool:
 
 
 def pick_wgrad(m: int, n: int, t: int, num_sms: int, *, g: int = 1,
-               k_grouped: bool = False) -> GemmConfig:
+               k_grouped: bool = False, out_dtype=jnp.float32) -> GemmConfig:
     """The configuration of a weight-gradient GEMM (out [g, m, n], contracted over t tokens;
-    g groups with k_grouped, else the dense kernel and g = 1).
+    g groups with k_grouped, else the dense kernel and g = 1) whose kernel writes out_dtype
+    (bfloat16; any other dtype is written as float32).
 
     Same wave-and-tile cost model as `pick` over the wgrad tiles (every group has the same output
     tile grid; the tokens only scale the work per tile). The 128-row tiles run the deferred
@@ -541,6 +546,7 @@ def pick_wgrad(m: int, n: int, t: int, num_sms: int, *, g: int = 1,
     CTA pairs sharing A, as in `pick` (k-grouped: where N has an even number of N-blocks).
     """
     g = max(int(g), 1)
+    short_k_blocks = _SCALE_MMA_SHORT_K_BLOCKS["bfloat16" if jnp.dtype(out_dtype) == jnp.bfloat16 else "float32"]
 
     def candidates():
         for bm, bn in COMPILED_WGRAD_TILES:
@@ -554,7 +560,7 @@ def pick_wgrad(m: int, n: int, t: int, num_sms: int, *, g: int = 1,
             else:  # the dense scheduler
                 waves = _dense_waves(m, tiles, bm, num_sms, _pairs_share_a(bm, t, num_sms))
             if (bm, bn) == _SCALE_MMA_TILE:
-                short = k_grouped and t / (128 * g) <= _SCALE_MMA_SHORT_K_BLOCKS
+                short = k_grouped and t / (128 * g) <= short_k_blocks
                 yield bm, bn, waves, _SCALE_MMA_SHORT_FACTOR if short else _SCALE_MMA_FACTOR
                 continue
             # the serial loop with per-column scales: measured 12-20% slower per tile (session 9;

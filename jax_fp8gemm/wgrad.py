@@ -154,8 +154,9 @@ def _kernel_takes(op, m, n, t, g=1) -> bool:
 
 def _dense_kernel(a, a_s, b, b_s, *, out_dtype):
     (m, t), n = a.shape, b.shape[0]
-    config = gemm_config.pick_wgrad(m, n, t, _kernels.num_sms())
-    return gemm_wgrad_kernel_call(a, a_s, b, b_s, config, _kernel_dtype(out_dtype, n)).astype(out_dtype)
+    kernel_dtype = _kernel_dtype(out_dtype, n)
+    config = gemm_config.pick_wgrad(m, n, t, _kernels.num_sms(), out_dtype=kernel_dtype)
+    return gemm_wgrad_kernel_call(a, a_s, b, b_s, config, kernel_dtype).astype(out_dtype)
 
 
 def _dense_use_kernel(a, a_s, b, b_s, *, out_dtype):
@@ -227,9 +228,9 @@ def grouped_gemm_wgrad_kernel_call(a, a_s, b, b_s, group_sizes, config: gemm_con
 
 def _grouped_kernel(a, a_s, b, b_s, group_sizes, *, out_dtype):
     (m, t), n, g = a.shape, b.shape[0], group_sizes.shape[0]
-    config = gemm_config.pick_wgrad(m, n, t, _kernels.num_sms(), g=g, k_grouped=True)
-    return grouped_gemm_wgrad_kernel_call(a, a_s, b, b_s, group_sizes, config,
-                                          _kernel_dtype(out_dtype, n)).astype(out_dtype)
+    kernel_dtype = _kernel_dtype(out_dtype, n)
+    config = gemm_config.pick_wgrad(m, n, t, _kernels.num_sms(), g=g, k_grouped=True, out_dtype=kernel_dtype)
+    return grouped_gemm_wgrad_kernel_call(a, a_s, b, b_s, group_sizes, config, kernel_dtype).astype(out_dtype)
 
 
 def _grouped_use_kernel(a, a_s, b, b_s, group_sizes, *, out_dtype):
