@@ -109,6 +109,20 @@ def test_weight_gradient_dtype_from_the_kernel(kernels_on, w_dtype, want):
     assert grouped == [f"2x512x256x{want}"]
 
 
+@pytest.mark.parametrize("w_dtype,block_n", [(jnp.float32, 128), (jnp.bfloat16, 96)])
+def test_weight_gradient_tile_follows_the_output_dtype(kernels_on, w_dtype, block_n):
+    """The k-grouped wgrad's tile is picked for the dtype the kernel writes: at 24 experts x 1280
+    tokens (10 k-blocks per group) an f32 weight's gradient takes 256x128, a bf16 one's 256x96
+    with its scale operands (gemm_config._SCALE_MMA_SHORT_K_BLOCKS)."""
+    x = jax.ShapeDtypeStruct((24 * 1280, 7168), jnp.bfloat16)
+    w = jax.ShapeDtypeStruct((24, 7168, 2048), w_dtype)
+    sizes = jax.ShapeDtypeStruct((24,), jnp.int32)
+    f = jax.grad(_loss(fg.ragged_dot), argnums=1)
+    text = jax.jit(f).trace(x, w, sizes).lower(lowering_platforms=("cuda",)).as_text()
+    (call,) = [line for line in text.splitlines() if "@fp8gemm_grouped_gemm_wgrad" in line]
+    assert re.findall(r"block_m = (\d+)", call) == ["256"] and re.findall(r"block_n = (\d+)", call) == [str(block_n)]
+
+
 def _wgrad_operand_types(m, n, t, g=None):
     """The operand types of the wgrad FFI call (k-grouped with g groups)."""
     a = jax.ShapeDtypeStruct((m, t), jnp.float8_e4m3fn)
