@@ -247,9 +247,15 @@ struct TmaStoreEpilogue {
         ptx::st_global_v4_u32(out, ptx::ld_shared_v4_u32(smem_addr(row, chunk)));
       }
     } else {
+      // The thread index made opaque to the compiler, so that the per-pass addresses are computed
+      // here, on this rare path: hoisted out of the tile loop, the 256x96 tile's were held across
+      // its k-loop, and with posted tiles ptxas spilled them (200-436 bytes, reloaded per store;
+      // the k-grouped 128x112 f32 kernel spilled 24 bytes so before).
+      uint32_t opaque_tid = tid;
+      asm volatile("" : "+r"(opaque_tid));
 #pragma unroll
       for (uint32_t pass = 0; pass < kChunksPerSlice / 128; ++pass) {
-        const uint32_t idx = pass * 128 + tid;
+        const uint32_t idx = pass * 128 + opaque_tid;
         const uint32_t row = idx / kChunksPerRow, chunk = idx % kChunksPerRow;
         const int col = col_start + static_cast<int>(chunk) * kElemsPerChunk;
         if (static_cast<int>(row) < valid_rows && col < col_end)

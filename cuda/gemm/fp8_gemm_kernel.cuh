@@ -417,8 +417,8 @@ struct ZeroesUnwrittenRows<Scheduler, std::void_t<decltype(Scheduler::kZeroesUnw
 
 // Whether only the producer runs the scheduler and posts the tiles into a TileRing for the math
 // threads (scheduler.cuh: kPostsTiles): the grouped 256-row tile, whose tiles may also be handed out
-// at run time through Params::tile_counter, and the dense one for K = 513-4096 (the second to fourth
-// short-K twins, FP8GEMM_POSTED_LOOP_TILES).
+// at run time through Params::tile_counter, the dense one for K = 513-4096 (the second to fourth
+// short-K twins, FP8GEMM_POSTED_LOOP_TILES) and every k-grouped wgrad tile.
 template <class Scheduler, class = void>
 struct PostsTiles : std::false_type {};
 template <class Scheduler>

@@ -79,7 +79,7 @@ struct TileInfo {
 // relies on that).
 //
 // Posted tiles (schedulers that declare kPostsTiles: the grouped 256-row tile, in either order, the
-// dense one up to a K and the k-grouped wgrad's but 256x96, in the static order):
+// dense one up to a K and every k-grouped wgrad tile, in the static order):
 // after its first tile, a CTA's tiles are decoded by the producer alone. It posts each one (and, at
 // the end, "no tile") into a ring of kSlots slots in shared memory, from which every math thread
 // copies it (TileReader): full / empty mbarrier per slot as in the stage ring (full: the poster's
@@ -642,10 +642,11 @@ struct KGroupedWgradScheduler {
   // The producer posts the tiles (TilePoster, static order): at MoE-like sizes a tile is a group's
   // few k-blocks, and decoding the next one in the math warpgroups (divisions, and a dependent load
   // of the next group's size) took ~0.5 us of a ~4.3 us tile (tools/timeline.sh, session 65).
-  // Every reading thread releases the slot (racecheck-clean, TileReader). Not the 256x96 tile (scale
-  // products on the tensor cores: four accumulator arrays), whose math warpgroups then spilled
-  // 200-430 bytes, reloaded per tile: 2.5% slower at 8-16 k-blocks per group, where it is picked.
-  static constexpr bool kPostsTiles = !(BLOCK_M == 256 && BLOCK_N == 96);
+  // Every reading thread releases the slot (racecheck-clean, TileReader). Every tile posts: the
+  // 256x96 one (scale products on the tensor cores: four accumulator arrays) since its epilogue's
+  // masked-row addresses stay off its k-loop (TmaStoreEpilogue::store_rows_masked), without which
+  // its math warpgroups spilled 200-436 bytes; 1-3% faster at MoE-like sizes (H100, session 67).
+  static constexpr bool kPostsTiles = true;
   static constexpr bool kSlotReleasePerThread = true;
   __device__ static int* tile_counter(const Params&) { return nullptr; }
 
