@@ -650,9 +650,9 @@ struct KGroupedWgradScheduler {
   static constexpr bool kSlotReleasePerThread = true;
   __device__ static int* tile_counter(const Params&) { return nullptr; }
 
-  // State kept small (the 256x96 tile's math warpgroups hold it next to four accumulator arrays;
-  // the other tiles decode their first tile with it): the grid quantities are recomputed from the
-  // params per tile (a few integer ops).
+  // State kept small (the math warpgroups decode their first tile with it, next to their
+  // accumulator arrays): the grid quantities are recomputed from the params per tile (a few
+  // integer ops).
   Params p;
   int group;      // cursor: the group whose tokens are [group_begin, group_end) (<= the next tile's group)
   int group_begin;
