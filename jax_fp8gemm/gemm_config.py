@@ -520,7 +520,10 @@ _SCALE_MMA_TILE = (256, 96)
 #   bf16 out          0.98-1.00x   0.99-1.00x   1.01-1.02x   1.02-1.04x   1.03-1.05x
 #   f32 out             0.91x      0.94-0.95x   0.96-0.98x   0.98-0.99x   1.00-1.01x
 # (f32: 256x96's epilogue stages more bytes). The dense wgrad keeps 0.84: there 256x96 ran 1-9%
-# faster at 1024-8192 tokens, f32 and bf16 (session 66, call E).
+# faster at 1024-8192 tokens, f32 and bf16 (session 66, call E). On an H100 through the op (session
+# 68, call A: bursts from idle) the crossing is the same for bf16 and above 16 k-blocks for f32,
+# but a harness with a settled clock had 256x96 ahead from 12 (f32) and 8 (bf16) (session 67):
+# unchanged until the op is measured settled.
 _SCALE_MMA_SHORT_FACTOR = 0.93
 # Mean k-blocks per group up to which a k-grouped tile is short, by what the kernel writes.
 _SCALE_MMA_SHORT_K_BLOCKS = {"bfloat16": 8, "float32": 14}
