@@ -523,7 +523,8 @@ _SCALE_MMA_TILE = (256, 96)
 # faster at 1024-8192 tokens, f32 and bf16 (session 66, call E). On an H100 through the op (session
 # 68, call A: bursts from idle) the crossing is the same for bf16 and above 16 k-blocks for f32,
 # but a harness with a settled clock had 256x96 ahead from 12 (f32) and 8 (bf16) (session 67):
-# unchanged until the op is measured settled.
+# unchanged until the op is measured settled (`python -m jax_fp8gemm.bench --suite wgrad-sweep
+# --protocol settled`).
 _SCALE_MMA_SHORT_FACTOR = 0.93
 # Mean k-blocks per group up to which a k-grouped tile is short, by what the kernel writes.
 _SCALE_MMA_SHORT_K_BLOCKS = {"bfloat16": 8, "float32": 14}
@@ -536,10 +537,12 @@ def takes_scale_operand(config: GemmConfig) -> bool:
 
 
 def pick_wgrad(m: int, n: int, t: int, num_sms: int, *, g: int = 1,
-               k_grouped: bool = False, out_dtype=jnp.float32) -> GemmConfig:
+               k_grouped: bool = False, out_dtype=jnp.float32, tile: tuple[int, int] | None = None) -> GemmConfig:
     """The configuration of a weight-gradient GEMM (out [g, m, n], contracted over t tokens;
     g groups with k_grouped, else the dense kernel and g = 1) whose kernel writes out_dtype
-    (bfloat16; any other dtype is written as float32).
+    (bfloat16; any other dtype is written as float32). With `tile` (block_m, block_n), one of
+    COMPILED_WGRAD_TILES, that tile as the picker would run it (its CTA pairing) instead of the
+    cost model's choice: what a benchmark compares the pick against (`--suite wgrad-sweep`).
 
     Same wave-and-tile cost model as `pick` over the wgrad tiles (every group has the same output
     tile grid; the tokens only scale the work per tile). The 128-row tiles run the deferred
@@ -570,7 +573,12 @@ def pick_wgrad(m: int, n: int, t: int, num_sms: int, *, g: int = 1,
             # not re-measured since that loop is unrolled)
             yield bm, bn, waves, 1.15 if k_grouped and bm == 64 else 1.0
 
-    config = _cheapest(candidates(), num_sms)
+    if tile is not None:
+        if tuple(tile) not in COMPILED_WGRAD_TILES:
+            raise ValueError(f"pick_wgrad: tile must be one of {COMPILED_WGRAD_TILES}, got {tile}")
+        config = GemmConfig(block_m=tile[0], block_n=tile[1], num_stages=0, num_sms=int(num_sms), multicast=1)
+    else:
+        config = _cheapest(candidates(), num_sms)
     if k_grouped and cdiv(n, config.block_n) % 2:
         return config  # k-grouped pairs share A on pairs of N-blocks of one group
     return _share_a_on_256_rows(config, _pairs_share_a(config.block_m, t, num_sms))

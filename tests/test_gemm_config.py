@@ -176,6 +176,25 @@ def test_pick_wgrad(k_grouped):
         assert (c.block_m == 64) == (m <= 64), (m, n, g, sms)  # one math warpgroup only for small M
 
 
+@pytest.mark.parametrize("k_grouped", [False, True])
+def test_pick_wgrad_of_a_given_tile(k_grouped):
+    """`tile` overrides the cost model's choice and keeps the picker's pairing rule (what
+    `--suite wgrad-sweep` times): 256-row tiles in CTA pairs sharing A, k-grouped only where N
+    has an even number of N-blocks (2048: 16 / 22 blocks; 7168: 56 / 75); the pick itself is one of
+    them. A tile that is not compiled is refused."""
+    g = 24 if k_grouped else 1
+    for m, n in ((7168, 2048), (2048, 7168)):
+        for tile in gc.COMPILED_WGRAD_TILES:
+            c = gc.pick_wgrad(m, n, 32768, 132, g=g, k_grouped=k_grouped, tile=tile)
+            paired = tile[0] == 256 and not (k_grouped and -(-n // tile[1]) % 2)
+            assert ((c.block_m, c.block_n), c.multicast, c.multicast_a) == (tile, *((2, 1) if paired else (1, 0)))
+        picked = gc.pick_wgrad(m, n, 32768, 132, g=g, k_grouped=k_grouped)
+        tile = (picked.block_m, picked.block_n)
+        assert gc.pick_wgrad(m, n, 32768, 132, g=g, k_grouped=k_grouped, tile=tile) == picked
+    with pytest.raises(ValueError, match="tile must be one of"):
+        gc.pick_wgrad(7168, 2048, 32768, 132, g=g, k_grouped=k_grouped, tile=(128, 96))
+
+
 @pytest.mark.parametrize("out_dtype,short_groups", [(jnp.bfloat16, (32, 64, 128, 256)),
                                                     (jnp.float32, (24, 32, 64, 128, 256))])
 def test_k_grouped_wgrad_of_few_tokens_per_group_skips_the_scale_mma_tile(out_dtype, short_groups):

@@ -152,6 +152,13 @@ def _per_tensor_fp8(a, sa, b, sb):
     return (out * (sa * sb)).astype(jnp.bfloat16)
 
 
+def _config_name(cfg) -> str:
+    """A configuration's tile and cluster: 256x128/mc2A (CTA pairs sharing A), 128x128/mc1,
+    128x64/ks2 (split over K by two CTAs)..."""
+    cluster = f"ks{cfg.k_splits}" if cfg.k_splits > 1 else f"mc{cfg.multicast}{'A' if cfg.multicast_a else ''}"
+    return f"{cfg.block_m}x{cfg.block_n}/{cluster}"
+
+
 def gemm_sweep_suite(progress: Progress, shapes=GEMM_SHAPES) -> Iterator[dict]:
     """Every compiled tile x multicast on every shape: the measured table behind gemm_config."""
     from jax_fp8gemm import _kernels, gemm_config
@@ -172,8 +179,8 @@ def gemm_sweep_suite(progress: Progress, shapes=GEMM_SHAPES) -> Iterator[dict]:
             # Clusters: multicast pairs (none, sharing B, sharing A); SPLIT_K_TILES also split-K.
             splits = range(2, gemm_config.MAX_K_SPLITS + 1) if (bm, bn) in gemm_config.SPLIT_K_TILES else ()
             for mc, mc_a, ks in [(1, 0, 1), (2, 0, 1), (2, 1, 1)] + [(1, 0, ks) for ks in splits]:
-                name = f"{bm}x{bn}/" + (f"ks{ks}" if ks > 1 else f"mc{mc}{'A' if mc_a else ''}")
-                candidates.append((name, gemm_config.GemmConfig(bm, bn, 0, _kernels.num_sms(), mc, mc_a, ks)))
+                cfg = gemm_config.GemmConfig(bm, bn, 0, _kernels.num_sms(), mc, mc_a, ks)
+                candidates.append((_config_name(cfg), cfg))
         res: dict = {}
         for name, cfg in candidates:
             _measure(res, name, progress, lambda: time_jax(
@@ -455,6 +462,45 @@ def wgrad_suite(progress: Progress) -> Iterator[dict]:
         del q, xs, dys
 
 
+# The k-grouped wgrad's tile crossover: k-blocks per group (128 tokens each) of ~32768 tokens in
+# MoE-like sizes, at an up- and a down-projection's M x N (DeepSeek-V3 widths).
+WGRAD_SWEEP_K_BLOCKS = (6, 8, 10, 12, 14, 16, 20)
+WGRAD_SWEEP_SHAPES = ((7168, 2048), (2048, 7168))
+WGRAD_SWEEP_TOKENS = 32768
+
+
+def wgrad_sweep_suite(progress: Progress) -> Iterator[dict]:
+    """The k-grouped wgrad's 256-row tiles, each as pick_wgrad runs it (256x128 in CTA pairs,
+    256x96 with the scale products on the tensor cores), on MoE-like sizes of 6-20 k-blocks per
+    group, f32 and bf16 out: the measured table behind gemm_config._SCALE_MMA_SHORT_K_BLOCKS.
+    Which one wins near the threshold depends on the clock: compare under `--protocol settled`
+    (a long run's power-capped clock) too."""
+    from jax_fp8gemm import _kernels, gemm_config, wgrad
+
+    num_sms = _kernels.num_sms()
+    for out in (jnp.bfloat16, jnp.float32):
+        suffix = " bf16 out" if out == jnp.bfloat16 else ""
+        for m, n in WGRAD_SWEEP_SHAPES:
+            keys = jax.random.split(jax.random.key(8), 4)
+            for kb in WGRAD_SWEEP_K_BLOCKS:
+                g = WGRAD_SWEEP_TOKENS // (128 * kb)
+                t = g * 128 * kb
+                sizes = jnp.asarray(_group_sizes(t, g, True, np.random.default_rng(kb)))
+                q = [(*fg.quantize_rowwise(_randn(keys[2 * i], (m, t), jnp.bfloat16)),
+                      *fg.quantize_rowwise(_randn(keys[2 * i + 1], (n, t), jnp.bfloat16)), sizes)
+                     for i in range(2)]
+                pick = functools.partial(gemm_config.pick_wgrad, m, n, t, num_sms, g=g, k_grouped=True,
+                                         out_dtype=out)
+                res: dict = {}
+                for cfg in (pick(tile=(256, 128)), pick(tile=(256, 96))):
+                    _measure(res, _config_name(cfg), progress, lambda: time_jax(
+                        lambda a, a_s, b, b_s, s: wgrad.grouped_gemm_wgrad_kernel_call(a, a_s, b, b_s, s, cfg, out),
+                        q), 2.0 * m * n * t / 1e12)
+                yield {"suite": "wgrad-sweep", "case": f"{g}x{128 * kb} ({kb} k-blocks) M{m} N{n}{suffix}",
+                       "metric": "TFLOP/s", "ours": _config_name(pick()), "results": res}
+                del q
+
+
 def _ragged_dot_wgrad(x, dy, sizes):
     """The weight gradient of jax.lax.ragged_dot(x, w, sizes) (x [T, M], w [G, M, N]) for dy."""
     w = jnp.zeros((sizes.shape[0], x.shape[1], dy.shape[1]), x.dtype)
@@ -484,4 +530,4 @@ def _time_torch_k_grouped(torch, sizes, m, n, out):
 
 
 SUITES = {"quantize": quantize_suite, "train": train_suite, "gemm": gemm_suite, "gemm-sweep": gemm_sweep_suite,
-          "grouped": grouped_suite, "wgrad": wgrad_suite}
+          "grouped": grouped_suite, "wgrad": wgrad_suite, "wgrad-sweep": wgrad_sweep_suite}
