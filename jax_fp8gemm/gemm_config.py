@@ -522,9 +522,17 @@ _SCALE_MMA_TILE = (256, 96)
 # (f32: 256x96's epilogue stages more bytes). The dense wgrad keeps 0.84: there 256x96 ran 1-9%
 # faster at 1024-8192 tokens, f32 and bf16 (session 66, call E). On an H100 through the op (session
 # 68, call A: bursts from idle) the crossing is the same for bf16 and above 16 k-blocks for f32,
-# but a harness with a settled clock had 256x96 ahead from 12 (f32) and 8 (bf16) (session 67):
-# unchanged until the op is measured settled (`python -m jax_fp8gemm.bench --suite wgrad-sweep
-# --protocol settled`).
+# but a harness with a settled clock had 256x96 ahead from 12 (f32) and 8 (bf16) (session 67).
+# Through the op, with 256x96 storing its first slice during its last k-block (session 69, H100,
+# `python -m jax_fp8gemm.bench --suite wgrad-sweep`, M7168 N2048 / M2048 N7168), 256x128 against
+# 256x96 as above:
+#   k-blocks per group     6          8          10         12         14         16         20
+#   bf16, settled      0.99x      1.00x      1.01-1.02x 1.03x      1.04-1.05x 1.02-1.03x 1.06-1.08x
+#   bf16, sustained    0.97-0.99x 0.99-1.01x 1.01-1.03x 1.02-1.04x 1.02-1.04x 1.02-1.04x 1.07-1.08x
+#   f32, settled       0.96-0.97x 0.96-0.98x 0.96-0.98x 0.98-0.99x 1.00-1.02x 1.00-1.04x 1.05-1.06x
+#   f32, sustained     0.95-0.97x 0.93-0.96x 0.94-0.99x 0.94-0.96x 0.98-1.00x 0.98-1.00x 1.03x
+# bf16 crosses at 8 under both clocks. f32 crosses at 14 settled, between 16 and 20 sustained:
+# the threshold stays between the two (at 14-16 either tile is within 0-3.5% of the other).
 _SCALE_MMA_SHORT_FACTOR = 0.93
 # Mean k-blocks per group up to which a k-grouped tile is short, by what the kernel writes.
 _SCALE_MMA_SHORT_K_BLOCKS = {"bfloat16": 8, "float32": 14}

@@ -985,8 +985,21 @@ __global__ void __launch_bounds__(GemmTraits<BLOCK_M, BLOCK_N, Epilogue, kPerRow
       const bool active1 = kNumWaves > 1 && tile.row_start + 128 + wg * 64 < tile.row_end;
 
       bool deferred = false;
-      // Set where the k-loop stored wave 0's slice itself (the short-K twin's last k-block).
+      // Set where the k-loop stored wave 0's slice itself (the last k-block of a short-K twin or of
+      // a k-grouped two-wave tile).
       bool first_slice_stored = false;
+      // In that last k-block (last_c), wave 0's slice goes out once wave 1's wgmmas are done and
+      // the stage is released, before wave 1's promotion: the store overlaps the other warpgroup's
+      // wgmmas instead of following the tile.
+      auto store_first_slice_during = [&](int wave, auto last_c) {
+        if constexpr (decltype(last_c)::value) {
+          // (A row-masking epilogue must not be called for a warpgroup without rows.)
+          if (wave == 1 && (!Epilogue::kMasksRows || active)) {
+            Epilogue::store(out, smem_d, &tmap_d, tile, wg, /*slice=*/wg, tid_in_wg, epi_params);
+            first_slice_stored = true;
+          }
+        }
+      };
       if constexpr (Traits::kDeferredPromotion) deferred = args.deferred_promotion != 0;
       if (kTileKRange && tile_k_blocks <= 0) {
         // Empty k-range (an empty group of the k-grouped GEMM): no stage is consumed, the
@@ -1124,22 +1137,11 @@ __global__ void __launch_bounds__(GemmTraits<BLOCK_M, BLOCK_N, Epilogue, kPerRow
                 issue(acc, stage, 0, kWideBOffset);
               else
                 issue(acc, stage, wave * (128 * kBlockK / 16));
-              // The short-K twin's last k-block: wave 0's slice goes out once wave 1's wgmmas are done
-              // and the stage is released (see the straight-line copies below).
-              auto store_first_slice = [&] {
-                if constexpr (decltype(last_c)::value) {
-                  // (A row-masking epilogue must not be called for a warpgroup without rows.)
-                  if (wave == 1 && (!Epilogue::kMasksRows || active)) {
-                    Epilogue::store(out, smem_d, &tmap_d, tile, wg, /*slice=*/wg, tid_in_wg, epi_params);
-                    first_slice_stored = true;
-                  }
-                }
-              };
               ptx::wgmma_wait<0>();
               ptx::fence_operands(acc);
               if constexpr (kPerRowScaleB) {
                 if (wave == kWaves - 1) fence_and_release(stage);
-                store_first_slice();
+                store_first_slice_during(wave, last_c);
                 promote_per_column(wave == 0 ? out : out1, acc, sfa0, sfa1, stage, phase, decltype(first_c)::value);
               } else {
                 if (wave == kWaves - 1) {
@@ -1150,7 +1152,7 @@ __global__ void __launch_bounds__(GemmTraits<BLOCK_M, BLOCK_N, Epilogue, kPerRow
                     next_full = ptx::mbar_test_wait(&full_bar[next_stage], next_phase);
                   }
                 }
-                store_first_slice();
+                store_first_slice_during(wave, last_c);
                 const float b = (kWide && wave == 1) ? sfb_wide : sfb;
                 detail::promote<kNumAcc / 4, decltype(first_c)::value>(wave == 0 ? out : out1, acc, sfa0 * b,
                                                                        sfa1 * b, 0.f, 0.f);
@@ -1240,8 +1242,9 @@ __global__ void __launch_bounds__(GemmTraits<BLOCK_M, BLOCK_N, Epilogue, kPerRow
             FP8GEMM_TIMELINE_MARK(timeline_thread, wg, timeline_tile, 2);
             uint32_t a0, a1;  // A's operand of the next wave
             load_scale_a(stage, 0, a0, a1);
-#pragma unroll kScaleMmaUnroll
-            for (int kb = 0; kb < tile_k_blocks; ++kb) {
+            // One k-block; the k-grouped two-wave tiles store wave 0's slice during their last
+            // (last_c), as the loop above does.
+            auto k_block = [&](int kb, auto last_c) {
 #pragma unroll
               for (int wave = 0; wave < kWaves; ++wave) {
                 issue_wave(wave, a0, a1);
@@ -1261,12 +1264,21 @@ __global__ void __launch_bounds__(GemmTraits<BLOCK_M, BLOCK_N, Epilogue, kPerRow
                 asm volatile("" : "+r"(a0), "+r"(a1));  // the wgmma's A registers live until here
                 // The stage's A scales were read before its wgmmas (into registers).
                 if (wave == kWaves - 1) release(stage);
+                store_first_slice_during(wave, last_c);
                 float (&o)[kNumAcc] = wave == 0 ? out : out1;
 #pragma unroll
                 for (int i = 0; i < kNumAcc; ++i) o[i] = fmaf(acc[i], pscale[i], o[i]);
                 a0 = next_a0, a1 = next_a1;
               }
               advance(stage, phase);
+            };
+            if constexpr (kTileKRange && kWaves == 2) {
+#pragma unroll kScaleMmaUnroll
+              for (int kb = 0; kb + 1 < tile_k_blocks; ++kb) k_block(kb, std::false_type{});
+              k_block(tile_k_blocks - 1, std::true_type{});
+            } else {
+#pragma unroll kScaleMmaUnroll
+              for (int kb = 0; kb < tile_k_blocks; ++kb) k_block(kb, std::false_type{});
             }
           };
           if (detail::one_wave_tile<kNumWaves>(tile, args))
