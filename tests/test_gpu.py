@@ -268,20 +268,21 @@ def check_dense_config(rng, m, n, k, config, out_dtype):
     np.testing.assert_array_equal(again.view(np.uint32), out.view(np.uint32))
 
 
-@pytest.mark.parametrize("m,n,k", [(1, 2112, 7168), (2, 1000, 400), (3, 136, 16), (4, 8, 1552),
-                                   (3, 7168, 2048), (1, 24576, 512), (8, 2112, 7168), (7, 1000, 400),
-                                   (5, 264, 1008), (6, 2112, 16384)])
-@pytest.mark.parametrize("kind", ["gemv", "gemv mma"])
+GEMV_SHAPES = [(1, 2112, 7168), (2, 1000, 400), (3, 136, 16), (4, 8, 1552), (3, 7168, 2048), (1, 24576, 512),
+               (8, 2112, 7168), (7, 1000, 400), (5, 264, 1008), (6, 2112, 16384)]
+GEMV_KINDS = {"gemv": gemm_config.GEMV, "gemv mma": gemm_config.GEMV_MMA}
+
+
+@pytest.mark.parametrize("kind,m,n,k", [(kind, *shape) for kind, config in GEMV_KINDS.items()
+                                        for shape in GEMV_SHAPES if shape[0] <= config.block_m])
 @pytest.mark.parametrize("out_dtype", [jnp.bfloat16, jnp.float32])
 def test_gemv_kernel(rng, m, n, k, kind, out_dtype):
-    """The decode GEMMs without a pipeline (gemm_config._pipeline_free): on the CUDA cores (M <= 4)
-    and on mma.sync (M <= 8, 1 / 2 / 4 / 8 warps per CTA from K: 400 / 1008 / 1552 / 7168; 16384:
-    4 steps of 4 k-blocks per warp). Partial k-blocks (400, 16, 1552, 1008), N not a multiple of
-    their 8 / 16 rows per CTA nor of 128 (1000, 136, 264), one k-block of one segment (K = 16)."""
-    config = {"gemv": gemm_config.GEMV, "gemv mma": gemm_config.GEMV_MMA}[kind]
-    if m > config.block_m:
-        pytest.skip(f"{kind} takes M <= {config.block_m}")
-    check_dense_config(rng, m, n, k, config, out_dtype)
+    """The decode GEMMs without a pipeline (gemm_config._pipeline_free), each on the shapes with M up
+    to its block_m: on the CUDA cores (M <= 4) and on mma.sync (M <= 8, 1 / 2 / 4 / 8 warps per CTA
+    from K: 400 / 1008 / 1552 / 7168; 16384: 4 steps of 4 k-blocks per warp). Partial k-blocks (400,
+    16, 1552, 1008), N not a multiple of their 8 / 16 rows per CTA nor of 128 (1000, 136, 264), one
+    k-block of one segment (K = 16)."""
+    check_dense_config(rng, m, n, k, GEMV_KINDS[kind], out_dtype)
 
 
 @pytest.mark.parametrize("m,n,k", [(1, 2112, 7168), (7, 1000, 1552), (64, 18432, 1536), (63, 400, 208),
