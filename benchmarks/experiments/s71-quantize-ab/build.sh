@@ -18,6 +18,6 @@ NV="nvcc -gencode=arch=compute_90a,code=sm_90a -O3 -std=c++17 --expt-relaxed-con
 build() { $NV -Dfp8gemm=fp8gemm_$1 -DSHIM_NAME=qt_$1 -I$2 -c $H/shim.cu -o $O/$1.o > $O/$1.ptxas 2>&1 || { cat $O/$1.ptxas; exit 1; }; }
 build v0 $R/cuda & build v1 $O/v1/cuda & wait
 build v2 $O/v2/cuda & build v12 $O/v12/cuda & wait
-$NV -c $H/harness.cu -o $O/harness.o
+$NV -I$R/tools -I$R/cuda -c $H/harness.cu -o $O/harness.o
 nvcc -gencode=arch=compute_90a,code=sm_90a $O/harness.o $O/v0.o $O/v1.o $O/v2.o $O/v12.o -o $O/qt_ab
 echo built $O/qt_ab

@@ -3,25 +3,15 @@
 // timed in rounds (a copy of x, then v0 v1 v2 v12, the next round in reverse order) of `reps`
 // back-to-back launches between CUDA events; medians. The copy is cudaMemcpy device to device.
 // GB/s = (x [+ u] + q + qt + s + st) / time, the benchmark's count.
-#include <cuda_runtime.h>
-#include <cstdio>
-#include <cstdlib>
-#include <cstring>
-#include <vector>
-#include <algorithm>
-#include <string>
-#include <cstdint>
+#include "harness_common.cuh"  // CUDA_CHECK, device_count_mismatch (tools/)
 
-typedef cudaError_t (*Fn)(const void*, const void*, int, int64_t, int64_t, int64_t, int64_t, int64_t, void*, float*,
-                          void*, float*, cudaStream_t);
 #define DECL(n) extern "C" cudaError_t n(const void*, const void*, int, int64_t, int64_t, int64_t, int64_t, int64_t, \
                                          void*, float*, void*, float*, cudaStream_t);
 DECL(qt_v0) DECL(qt_v1) DECL(qt_v2) DECL(qt_v12)
+using Fn = decltype(&qt_v0);
 struct Var { const char* name; Fn fn; };
 static Var vars[] = {{"v0", qt_v0}, {"v1", qt_v1}, {"v2", qt_v2}, {"v12", qt_v12}};
 constexpr int kVars = 4;
-
-#define CK(x) do { cudaError_t e_ = (x); if (e_ != cudaSuccess) { printf("CUDA error %s at %s:%d\n", cudaGetErrorString(e_), __FILE__, __LINE__); exit(1); } } while (0)
 
 __global__ void fill_bf16(uint16_t* p, int64_t n, uint32_t seed, float scale) {
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
@@ -49,73 +39,75 @@ int main(int argc, char** argv) {
       {"gelu 4x4096x7168", 1, 4, 4096, 7168, 4096}, {"gelu 2048x14336", 1, 1, 2048, 14336, 2048},
       {"gelu grad 8192x14336", 2, 1, 8192, 14336, 8192}, {"gelu grad 8200x14336 align128", 2, 1, 8200, 14336, 8320},
       {"plain 8192x7168", 0, 1, 8192, 7168, 8192}};
-  cudaStream_t st; CK(cudaStreamCreate(&st));
-  cudaEvent_t e0, e1; CK(cudaEventCreate(&e0)); CK(cudaEventCreate(&e1));
+  cudaStream_t st; CUDA_CHECK(cudaStreamCreate(&st));
+  cudaEvent_t e0, e1; CUDA_CHECK(cudaEventCreate(&e0)); CUDA_CHECK(cudaEventCreate(&e1));
   for (const Case& c : cases) {
     const int64_t n = c.batch * c.rows * c.cols, rt = (c.rows + 127) / 128, ct = (c.cols + 127) / 128;
     const int64_t qb = n, qtb = c.batch * c.cols * c.rows_out, sb = c.batch * ct * c.rows * 4, stb = c.batch * rt * c.cols * 4;
     uint16_t *x, *u = nullptr, *cp;
-    CK(cudaMalloc(&x, n * 2)); CK(cudaMalloc(&cp, n * 2));
+    CUDA_CHECK(cudaMalloc(&x, n * 2)); CUDA_CHECK(cudaMalloc(&cp, n * 2));
     fill_bf16<<<1024, 256, 0, st>>>(x, n, 1234u, 1.0f);
-    if (c.act == 2) { CK(cudaMalloc(&u, n * 2)); fill_bf16<<<1024, 256, 0, st>>>(u, n, 777u, 0.7f); }
+    if (c.act == 2) { CUDA_CHECK(cudaMalloc(&u, n * 2)); fill_bf16<<<1024, 256, 0, st>>>(u, n, 777u, 0.7f); }
     Bufs b[kVars];
-    std::vector<uint8_t> h0, h1;
+    unsigned long long* scratch;
+    CUDA_CHECK(cudaMalloc(&scratch, sizeof(unsigned long long)));
     bool all_same = true;
     for (int v = 0; v < kVars; ++v) {
-      CK(cudaMalloc(&b[v].q, qb)); CK(cudaMalloc(&b[v].qt, qtb)); CK(cudaMalloc(&b[v].s, sb)); CK(cudaMalloc(&b[v].st, stb));
-      CK(cudaMemsetAsync(b[v].q, 0xFF, qb, st)); CK(cudaMemsetAsync(b[v].qt, 0xFF, qtb, st));
-      CK(cudaMemsetAsync(b[v].s, 0xFF, sb, st)); CK(cudaMemsetAsync(b[v].st, 0xFF, stb, st));
-      CK(vars[v].fn(x, u, c.act, c.batch, c.rows, c.cols, c.rows_out, c.cols, b[v].q, b[v].s, b[v].qt, b[v].st, st));
-      CK(cudaStreamSynchronize(st));
+      CUDA_CHECK(cudaMalloc(&b[v].q, qb)); CUDA_CHECK(cudaMalloc(&b[v].qt, qtb)); CUDA_CHECK(cudaMalloc(&b[v].s, sb)); CUDA_CHECK(cudaMalloc(&b[v].st, stb));
+      CUDA_CHECK(cudaMemsetAsync(b[v].q, 0xFF, qb, st)); CUDA_CHECK(cudaMemsetAsync(b[v].qt, 0xFF, qtb, st));
+      CUDA_CHECK(cudaMemsetAsync(b[v].s, 0xFF, sb, st)); CUDA_CHECK(cudaMemsetAsync(b[v].st, 0xFF, stb, st));
+      CUDA_CHECK(vars[v].fn(x, u, c.act, c.batch, c.rows, c.cols, c.rows_out, c.cols, b[v].q, b[v].s, b[v].qt, b[v].st, st));
+      CUDA_CHECK(cudaStreamSynchronize(st));
       if (v > 0) {
         void* bufs0[4] = {b[0].q, b[0].qt, b[0].s, b[0].st}; void* bufsv[4] = {b[v].q, b[v].qt, b[v].s, b[v].st};
         int64_t sizes[4] = {qb, qtb, sb, stb}; const char* nm[4] = {"q", "qt", "s", "st"};
-        for (int k = 0; k < 4; ++k) {
-          h0.resize(sizes[k]); h1.resize(sizes[k]);
-          CK(cudaMemcpy(h0.data(), bufs0[k], sizes[k], cudaMemcpyDeviceToHost));
-          CK(cudaMemcpy(h1.data(), bufsv[k], sizes[k], cudaMemcpyDeviceToHost));
-          if (memcmp(h0.data(), h1.data(), sizes[k]) != 0) { printf("MISMATCH %s %s %s\n", c.name, vars[v].name, nm[k]); all_same = false; }
+        for (int k = 0; k < 4; ++k)
+          if (device_count_mismatch(bufs0[k], bufsv[k], sizes[k], scratch)) {
+            printf("MISMATCH %s %s %s\n", c.name, vars[v].name, nm[k]); all_same = false;
+          }
+      } else {  // v0: no poison left in q or qt (0xFF is an e4m3 NaN; the data has none)
+        std::vector<uint8_t> h(std::max(qb, qtb));
+        int64_t nan = 0;
+        for (auto [buf, size] : {std::pair<void*, int64_t>{b[0].q, qb}, {b[0].qt, qtb}}) {
+          CUDA_CHECK(cudaMemcpy(h.data(), buf, size, cudaMemcpyDeviceToHost));
+          for (int64_t i = 0; i < size; ++i) nan += (h[i] & 0x7F) == 0x7F;
         }
-      } else {  // v0: no poison left in q (0xFF is an e4m3 NaN; the data has none)
-        h0.resize(qb); CK(cudaMemcpy(h0.data(), b[0].q, qb, cudaMemcpyDeviceToHost));
-        int64_t nan = 0; for (int64_t i = 0; i < qb; ++i) nan += (h0[i] & 0x7F) == 0x7F;
-        h0.resize(qtb); CK(cudaMemcpy(h0.data(), b[0].qt, qtb, cudaMemcpyDeviceToHost));
-        for (int64_t i = 0; i < qtb; ++i) nan += (h0[i] & 0x7F) == 0x7F;
         if (nan) { printf("v0 %s: %lld NaN/poison bytes\n", c.name, (long long)nan); all_same = false; }
       }
     }
     printf("== %s: outputs %s\n", c.name, all_same ? "bitwise equal to v0 (no poison left)" : "DIFFER");
-    if (small) { for (int v = 0; v < kVars; ++v) { cudaFree(b[v].q); cudaFree(b[v].qt); cudaFree(b[v].s); cudaFree(b[v].st); } cudaFree(x); cudaFree(u); cudaFree(cp); continue; }
-    const double bytes = double(n) * 2 * (c.act == 2 ? 2 : 1) + qb + qtb + sb + stb;
-    std::vector<std::vector<float>> t(kVars + 1);
-    auto time_one = [&](int v) {
-      CK(cudaEventRecord(e0, st));
-      for (int r = 0; r < reps; ++r) {
-        if (v < kVars) CK(vars[v].fn(x, u, c.act, c.batch, c.rows, c.cols, c.rows_out, c.cols, b[v].q, b[v].s, b[v].qt, b[v].st, st));
-        else CK(cudaMemcpyAsync(cp, x, n * 2, cudaMemcpyDeviceToDevice, st));
+    if (!small) {  // timing
+      const double bytes = double(n) * 2 * (c.act == 2 ? 2 : 1) + qb + qtb + sb + stb;
+      std::vector<std::vector<float>> t(kVars + 1);
+      auto time_one = [&](int v) {
+        CUDA_CHECK(cudaEventRecord(e0, st));
+        for (int r = 0; r < reps; ++r) {
+          if (v < kVars) CUDA_CHECK(vars[v].fn(x, u, c.act, c.batch, c.rows, c.cols, c.rows_out, c.cols, b[v].q, b[v].s, b[v].qt, b[v].st, st));
+          else CUDA_CHECK(cudaMemcpyAsync(cp, x, n * 2, cudaMemcpyDeviceToDevice, st));
+        }
+        CUDA_CHECK(cudaEventRecord(e1, st)); CUDA_CHECK(cudaEventSynchronize(e1));
+        float ms; CUDA_CHECK(cudaEventElapsedTime(&ms, e0, e1)); t[v].push_back(ms * 1000.0f / reps);
+      };
+      for (int v = 0; v <= kVars; ++v) time_one(v);  // warm-up
+      for (auto& tv : t) tv.clear();
+      for (int r = 0; r < rounds; ++r) {
+        time_one(kVars);
+        for (int v = 0; v < kVars; ++v) time_one(r % 2 ? kVars - 1 - v : v);
       }
-      CK(cudaEventRecord(e1, st)); CK(cudaEventSynchronize(e1));
-      float ms; CK(cudaEventElapsedTime(&ms, e0, e1)); t[v].push_back(ms * 1000.0f / reps);
-    };
-    for (int v = 0; v <= kVars; ++v) time_one(v);  // warm-up
-    for (auto& tv : t) tv.clear();
-    for (int r = 0; r < rounds; ++r) {
-      time_one(kVars);
-      for (int v = 0; v < kVars; ++v) time_one(r % 2 ? kVars - 1 - v : v);
-    }
-    auto med = [](std::vector<float> v) { std::sort(v.begin(), v.end()); return v[v.size() / 2]; };
-    const double copy_us = med(t[kVars]), copy_gbs = 2.0 * n * 2 / (copy_us * 1e3);
-    printf("   copy of x: %.2f us, %.1f GB/s\n", copy_us, copy_gbs);
-    const double base = med(t[0]);
-    for (int v = 0; v < kVars; ++v) {
-      const double us = med(t[v]);
-      printf("   %-4s %8.2f us  %7.1f GB/s  %.3f of copy  (v0 / this %.3f)  [", vars[v].name, us, bytes / (us * 1e3),
-             bytes / (us * 1e3) / copy_gbs, base / us);
-      for (float s : t[v]) printf(" %.1f", s);
-      printf(" ]\n");
+      auto med = [](std::vector<float> v) { std::sort(v.begin(), v.end()); return v[v.size() / 2]; };
+      const double copy_us = med(t[kVars]), copy_gbs = 2.0 * n * 2 / (copy_us * 1e3);
+      printf("   copy of x: %.2f us, %.1f GB/s\n", copy_us, copy_gbs);
+      const double base = med(t[0]);
+      for (int v = 0; v < kVars; ++v) {
+        const double us = med(t[v]);
+        printf("   %-4s %8.2f us  %7.1f GB/s  %.3f of copy  (v0 / this %.3f)  [", vars[v].name, us, bytes / (us * 1e3),
+               bytes / (us * 1e3) / copy_gbs, base / us);
+        for (float s : t[v]) printf(" %.1f", s);
+        printf(" ]\n");
+      }
     }
     for (int v = 0; v < kVars; ++v) { cudaFree(b[v].q); cudaFree(b[v].qt); cudaFree(b[v].s); cudaFree(b[v].st); }
-    cudaFree(x); cudaFree(u); cudaFree(cp);
+    cudaFree(x); cudaFree(u); cudaFree(cp); cudaFree(scratch);
   }
   return 0;
 }
