@@ -1,17 +1,22 @@
-// Session 71's A/B harness for the row-wise quantize+transpose kernels on bf16 input (build.sh
-// builds it): each variant's outputs (poisoned first) against v0's bit for bit, then each variant
-// timed in rounds (a copy of x, then v0 v1 v2 v12, the next round in reverse order) of `reps`
-// back-to-back launches between CUDA events; medians. The copy is cudaMemcpy device to device.
-// GB/s = (x [+ u] + q + qt + s + st) / time, the benchmark's count.
+// The quantize+transpose A/B harness for the row-wise kernels on bf16 input (build.sh builds it,
+// with the variants it names in variants.inc): each variant's outputs (poisoned first) against v0's
+// bit for bit, then each variant timed in rounds (a copy of x, then every variant, the next round
+// in reverse order) of `reps` back-to-back launches between CUDA events; medians. The copy is
+// cudaMemcpy device to device. GB/s = (x [+ u] + q + qt + s + st) / time, the benchmark's count.
 #include "harness_common.cuh"  // CUDA_CHECK, device_count_mismatch (tools/)
 
-#define DECL(n) extern "C" cudaError_t n(const void*, const void*, int, int64_t, int64_t, int64_t, int64_t, int64_t, \
-                                         void*, float*, void*, float*, cudaStream_t);
-DECL(qt_v0) DECL(qt_v1) DECL(qt_v2) DECL(qt_v12)
+#define VARIANT(n) extern "C" cudaError_t qt_##n(const void*, const void*, int, int64_t, int64_t, int64_t, int64_t, \
+                                                 int64_t, void*, float*, void*, float*, cudaStream_t);
+#include "variants.inc"
+#undef VARIANT
 using Fn = decltype(&qt_v0);
 struct Var { const char* name; Fn fn; };
-static Var vars[] = {{"v0", qt_v0}, {"v1", qt_v1}, {"v2", qt_v2}, {"v12", qt_v12}};
-constexpr int kVars = 4;
+#define VARIANT(n) {#n, qt_##n},
+static Var vars[] = {
+#include "variants.inc"
+};
+#undef VARIANT
+constexpr int kVars = sizeof(vars) / sizeof(vars[0]);
 
 __global__ void fill_bf16(uint16_t* p, int64_t n, uint32_t seed, float scale) {
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
