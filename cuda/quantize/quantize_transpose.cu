@@ -129,9 +129,15 @@ __global__ void __launch_bounds__(kThreads, ctas_per_sm<T, kAct>(kAlignedIn))
   constexpr bool kPrefetch = prefetches<T, kAct>(kAlignedIn);
   constexpr int kInputs = kAct == Act::kGeluGrad ? 2 : 1;  // x, and u for the gradient
   constexpr int kWarps = kThreads / 32;
+  // Row-wise column scales: a CTA alone on its SM (the prefetching gelu gradient) would wait at a
+  // second barrier with nothing else to run while 128 threads divide, so there every warp makes the
+  // inverse scales of the 128 columns itself (below): gelu grad 1.08-1.09x. With two or three CTAs
+  // per SM the other CTAs fill that wait, and the extra instructions cost more (gelu 0.98x, plain
+  // 0.99x; RESULTS.md, session 72).
+  constexpr bool kColumnScalesPerWarp = !kBlockwise && ctas_per_sm<T, kAct>(kAlignedIn) == 1;
   static_assert(kRowsPerThread == 4 || kRowsPerThread == 8, "a column's bytes: one 4- or 8-byte word");
   __shared__ __align__(16) uint8_t tile_t[kGroup * kGroup];
-  __shared__ float part_amax[kWarps][kGroup];     // per-warp column amax (row-wise mode)
+  __shared__ __align__(16) float part_amax[kWarps][kGroup];  // per-warp column amax (row-wise mode)
   __shared__ float col_inv[kGroup];               // 1 / column scale: divided once per column
   __shared__ float block_amax[kWarps];            // per-warp amax (blockwise mode)
   // kPrefetch: [2 stages][kInputs][kRowsPerThread][kThreads] chunks (dynamic; a warp's 32 chunks of
@@ -299,6 +305,7 @@ __global__ void __launch_bounds__(kThreads, ctas_per_sm<T, kAct>(kAlignedIn))
       }
     }
     float row_inv[kRowsPerThread];  // 1 / the scale of each of this thread's rows
+    float own_col_inv[kVec];        // kColumnScalesPerWarp: 1 / the scale of each of its columns
     if constexpr (kBlockwise) {
       float amax = 0.0f;
 #pragma unroll
@@ -337,7 +344,29 @@ __global__ void __launch_bounds__(kThreads, ctas_per_sm<T, kAct>(kAlignedIn))
         if (threadIdx.x % 32 < kThreadsPerGroup) part_amax[warp][l * kVec + i] = col_amax[i];
       }
       __syncthreads();
-      if (threadIdx.x < kGroup) {
+      if constexpr (kColumnScalesPerWarp) {
+        // Lane l of half h = 0, 1 of a warp makes those of columns 8l + 4h .. 8l + 4h + 3 (one
+        // 16-byte read of each warp's partials) and swaps them with lane l ^ 16 for its other four.
+        const int h = threadIdx.x / kThreadsPerGroup % 2;
+        float amax4[4] = {};
+#pragma unroll
+        for (int w = 0; w < kWarps; ++w) {
+          const float4 part = *reinterpret_cast<const float4*>(&part_amax[w][l * kVec + 4 * h]);
+          amax4[0] = mag_max(amax4[0], part.x);
+          amax4[1] = mag_max(amax4[1], part.y);
+          amax4[2] = mag_max(amax4[2], part.z);
+          amax4[3] = mag_max(amax4[3], part.w);
+        }
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+          const float scale = scale_from_amax(amax4[j], pow2), mine = 1.0f / scale;
+          const float theirs = __shfl_xor_sync(0xFFFFFFFFu, mine, 16);
+          own_col_inv[j] = h ? theirs : mine;
+          own_col_inv[4 + j] = h ? mine : theirs;
+          const int64_t c = int64_t(ct) * kGroup + l * kVec + 4 * h + j;
+          if (warp == 0 && c < cols) st[(batch * row_tiles + rt) * cols + c] = scale;  // MN-major
+        }
+      } else if (threadIdx.x < kGroup) {
         float amax = 0.0f;
 #pragma unroll
         for (int w = 0; w < kWarps; ++w) amax = mag_max(amax, part_amax[w][threadIdx.x]);
@@ -354,7 +383,7 @@ __global__ void __launch_bounds__(kThreads, ctas_per_sm<T, kAct>(kAlignedIn))
     // 4k .. 4k + 3: one uint32, the second pair into the upper half: F2FP ... PACK_AB_MERGE_C).
     // A row pair's 16 floats die with it. q's rows: x's columns, then the zero padding up to
     // cols_out (a whole chunk or none where kAlignedIn); rows past x's are not written.
-    __syncthreads();  // col_inv
+    if constexpr (!kColumnScalesPerWarp) __syncthreads();  // col_inv
     const bool in_q = straight && col < cols_out;
     uint32_t qt_word[kVec][kRowsPerThread / 4];
 #pragma unroll
@@ -373,7 +402,8 @@ __global__ void __launch_bounds__(kThreads, ctas_per_sm<T, kAct>(kAlignedIn))
       }
 #pragma unroll
       for (int i = 0; i < kVec; ++i) {
-        const uint32_t pair = e4m3_pair(f[0][i], f[1][i], col_inv[l * kVec + i]);
+        const uint32_t pair =
+            e4m3_pair(f[0][i], f[1][i], kColumnScalesPerWarp ? own_col_inv[i] : col_inv[l * kVec + i]);
         uint32_t& word = qt_word[i][p / 4];
         word = p % 4 == 0 ? pair : word | pair << 16;
       }
