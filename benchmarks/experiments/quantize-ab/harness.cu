@@ -3,7 +3,36 @@
 // bit for bit, then each variant timed in rounds (a copy of x, then every variant, the next round
 // in reverse order) of `reps` back-to-back launches between CUDA events; medians. The copy is
 // cudaMemcpy device to device. GB/s = (x [+ u] + q + qt + s + st) / time, the benchmark's count.
+// SOAK_MS=<ms> (environment) adds settled timing: after a case's rounds, the copy and each variant
+// run back to back for SOAK_MS each while a host thread reads the SM clock and the board power
+// through NVML every 5 ms; printed: the median time per launch and the mean clock and power over
+// the second half of each soak, when the power controller has set its clock.
+#include <dlfcn.h>
+
+#include <chrono>
+
 #include "harness_common.cuh"  // CUDA_CHECK, device_count_mismatch (tools/)
+
+// The few NVML calls the soak needs, opened at run time (libnvidia-ml comes with the driver).
+struct Nvml {
+  using Ret = int;  // nvmlReturn_t, 0 = success
+  Ret (*init)() = nullptr;
+  Ret (*handle)(unsigned, void**) = nullptr;
+  Ret (*clock)(void*, int, unsigned*) = nullptr;  // type 1 = NVML_CLOCK_SM, MHz
+  Ret (*power)(void*, unsigned*) = nullptr;       // mW
+  void* dev = nullptr;
+  bool open() {
+    void* lib = dlopen("libnvidia-ml.so.1", RTLD_NOW);
+    if (!lib) return false;
+    init = reinterpret_cast<decltype(init)>(dlsym(lib, "nvmlInit_v2"));
+    handle = reinterpret_cast<decltype(handle)>(dlsym(lib, "nvmlDeviceGetHandleByIndex_v2"));
+    clock = reinterpret_cast<decltype(clock)>(dlsym(lib, "nvmlDeviceGetClockInfo"));
+    power = reinterpret_cast<decltype(power)>(dlsym(lib, "nvmlDeviceGetPowerUsage"));
+    int cuda_dev = 0;
+    return init && handle && clock && power && init() == 0 && cudaGetDevice(&cuda_dev) == cudaSuccess &&
+           handle(unsigned(cuda_dev), &dev) == 0;  // (assumes CUDA's and NVML's orders agree)
+  }
+};
 
 #define VARIANT(n) extern "C" cudaError_t qt_##n(const void*, const void*, int, int64_t, int64_t, int64_t, int64_t, \
                                                  int64_t, void*, float*, void*, float*, cudaStream_t);
@@ -100,6 +129,43 @@ int main(int argc, char** argv) {
         for (int v = 0; v < kVars; ++v) time_one(r % 2 ? kVars - 1 - v : v);
       }
       auto med = [](std::vector<float> v) { std::sort(v.begin(), v.end()); return v[v.size() / 2]; };
+      if (const char* soak = getenv("SOAK_MS")) {
+        static Nvml nvml;
+        static const bool nvml_ok = nvml.open();
+        const double soak_s = atof(soak) / 1000.0;
+        using Clock = std::chrono::steady_clock;
+        for (int v = kVars; v >= 0; --v) {  // the copy first
+          struct Sample { double at; unsigned mhz, mw; };
+          std::vector<Sample> samples;
+          std::atomic<bool> done{false};
+          const auto t0 = Clock::now();
+          auto since = [&] { return std::chrono::duration<double>(Clock::now() - t0).count(); };
+          std::thread sampler([&] {
+            while (!done && nvml_ok) {
+              Sample sm{since(), 0, 0};
+              if (nvml.clock(nvml.dev, 1, &sm.mhz) == 0 && nvml.power(nvml.dev, &sm.mw) == 0) samples.push_back(sm);
+              std::this_thread::sleep_for(std::chrono::milliseconds(5));
+            }
+          });
+          std::vector<float> late;
+          while (since() < soak_s) {
+            const bool second_half = since() >= soak_s / 2;
+            time_one(v);
+            if (second_half) late.push_back(t[v].back());
+          }
+          done = true;
+          sampler.join();
+          double mhz = 0, w = 0;
+          int k = 0;
+          for (const Sample& sm : samples)
+            if (sm.at >= soak_s / 2) { mhz += sm.mhz; w += sm.mw / 1000.0; ++k; }
+          const double us = late.empty() ? 0 : med(late);
+          const double gbs = (v < kVars ? bytes : 2.0 * n * 2) / (us * 1e3);
+          printf("   soak %-6s %8.2f us  %7.1f GB/s  SM %6.0f MHz  %5.0f W  (%d samples, %zu windows)\n",
+                 v < kVars ? vars[v].name : "copy", us, gbs, k ? mhz / k : 0.0, k ? w / k : 0.0, k, late.size());
+          t[v].resize(rounds);  // the rounds' medians below stay the rounds'
+        }
+      }
       const double copy_us = med(t[kVars]), copy_gbs = 2.0 * n * 2 / (copy_us * 1e3);
       printf("   copy of x: %.2f us, %.1f GB/s\n", copy_us, copy_gbs);
       const double base = med(t[0]);
