@@ -25,7 +25,7 @@ class FakeClock:
 def clock(monkeypatch):
     c = FakeClock(0.004)
     monkeypatch.setattr(timing.time, "perf_counter", c.perf_counter)
-    monkeypatch.setattr(timing, "_kernel_seconds", lambda run: None)  # the wall-clock path
+    monkeypatch.setattr(timing, "_kernel_seconds", lambda run, only=None: None)  # the wall-clock path
     yield c
     timing.PROTOCOL["name"] = "sustained"
 
@@ -54,3 +54,11 @@ def test_sustained_does_not_settle(clock):
     per_op = timing._median_time(clock.run_once, reps=8, iters=5)
     assert clock.calls == 5
     assert per_op == pytest.approx(0.004 / 8)
+
+
+def test_named_kernels_only_never_fall_back_to_wall_time(clock):
+    """`only` asks for the time of some kernels: without CUPTI's kernel times there is none, and
+    the executable's wall time (everything it ran) must not stand in for it."""
+    with pytest.raises(RuntimeError, match="quantize"):
+        timing._median_time(clock.run_once, reps=4, iters=2, only="quantize")
+    assert timing._median_time(clock.run_once, reps=4, iters=2) == pytest.approx(0.004 / 4)

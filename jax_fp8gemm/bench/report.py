@@ -11,7 +11,9 @@ def _fmt(v) -> str:
 
 
 def _best_peer(row):
-    peers = {k: v for k, v in row["results"].items() if k != row["ours"] and isinstance(v, float)}
+    """The fastest result that is not one of ours ("ours unfused", "ours, ... only": ours too)."""
+    peers = {k: v for k, v in row["results"].items()
+             if k != row["ours"] and not k.startswith("ours") and isinstance(v, float)}
     return max(peers.items(), key=lambda kv: kv[1]) if peers else (None, None)
 
 

@@ -39,8 +39,9 @@ def sets_needed(bytes_per_set: int, min_reps: int = 8, max_reps: int = 64) -> in
     return max(min_reps, min(max_reps, -(-2 * L2_BYTES // max(bytes_per_set, 1))))
 
 
-def _kernel_seconds(run_once: Callable[[], None]) -> float | None:
-    """Sum of the device time of every kernel run_once() launched (CUPTI), or None if unavailable."""
+def _kernel_seconds(run_once: Callable[[], None], only: str | None = None) -> float | None:
+    """Sum of the device time of every kernel run_once() launched (CUPTI), or None if unavailable;
+    with `only`, of the kernels whose name contains it."""
     try:
         from torch.profiler import ProfilerActivity, profile
     except ImportError:
@@ -48,7 +49,7 @@ def _kernel_seconds(run_once: Callable[[], None]) -> float | None:
     with profile(activities=[ProfilerActivity.CUDA]) as prof:
         run_once()
     total_us = sum(getattr(e, "device_time_total", getattr(e, "cuda_time_total", 0))
-                   for e in prof.key_averages())
+                   for e in prof.key_averages() if only is None or only in e.key)
     return total_us * 1e-6 if total_us > 0 else None
 
 
@@ -73,8 +74,9 @@ def _settle(run_once: Callable[[], None]) -> int:
     return max(1, round(calls * _SETTLED_WINDOW_SECONDS / (time.perf_counter() - t0)))
 
 
-def _flushed_kernel_seconds(call: Callable[[], None]) -> float:
-    """DeepGEMM's protocol: memset 2 GB, then one call; mean CUPTI kernel time of the calls."""
+def _flushed_kernel_seconds(call: Callable[[], None], only: str | None = None) -> float:
+    """DeepGEMM's protocol: memset 2 GB, then one call; mean CUPTI kernel time of the calls (with
+    `only`: of the kernels whose name contains it)."""
     import torch
     from torch.profiler import ProfilerActivity, profile
 
@@ -89,20 +91,25 @@ def _flushed_kernel_seconds(call: Callable[[], None]) -> float:
     del flush
     flush_names = ("fill", "Fill", "memset", "Memset")
     total_us = sum(getattr(e, "device_time_total", getattr(e, "cuda_time_total", 0))
-                   for e in prof.key_averages() if not any(f in e.key for f in flush_names))
+                   for e in prof.key_averages()
+                   if not any(f in e.key for f in flush_names) and (only is None or only in e.key))
     METHOD["name"] = "kernel"
     return total_us * 1e-6 / _FLUSH_CALLS
 
 
-def _median_time(run_once: Callable[[], None], reps: int, iters: int, calls: int = 1) -> float:
-    """Median over `iters` windows of `calls` run_once() calls (each `reps` ops) of the time per op."""
+def _median_time(run_once: Callable[[], None], reps: int, iters: int, calls: int = 1,
+                 only: str | None = None) -> float:
+    """Median over `iters` windows of `calls` run_once() calls (each `reps` ops) of the time per op
+    (with `only`: the kernel time of the kernels whose name contains it; CUPTI, or an error)."""
     def window():
         for _ in range(calls):
             run_once()
 
     times = []
     for _ in range(iters):
-        kernel = _kernel_seconds(window)
+        kernel = _kernel_seconds(window, only)
+        if only is not None and kernel is None:
+            raise RuntimeError(f"no kernel time of kernels named *{only}* (needs torch's CUPTI)")
         if kernel is not None:
             METHOD["name"] = "kernel"
             times.append(kernel / (reps * calls))
@@ -113,16 +120,17 @@ def _median_time(run_once: Callable[[], None], reps: int, iters: int, calls: int
     return statistics.median(times)
 
 
-def time_jax(fn: Callable, input_sets: Sequence[tuple], iters: int = 5) -> float:
+def time_jax(fn: Callable, input_sets: Sequence[tuple], iters: int = 5, only: str | None = None) -> float:
     """Median seconds per call of fn(*inputs), over rotating input sets in one executable
-    (protocol "flushed": one call at a time after an L2 flush, see the module doc)."""
+    (protocol "flushed": one call at a time after an L2 flush, see the module doc). `only`: the
+    time of the kernels whose name contains it, not of everything the executable ran."""
     if PROTOCOL["name"] == "flushed":
         one = jax.jit(fn)
-        return _flushed_kernel_seconds(lambda: jax.block_until_ready(one(*input_sets[0])))
+        return _flushed_kernel_seconds(lambda: jax.block_until_ready(one(*input_sets[0])), only)
     run = jax.jit(lambda sets: [fn(*s) for s in sets])
     jax.block_until_ready(run(input_sets))  # compile + warm up
     run_once = lambda: jax.block_until_ready(run(input_sets))  # noqa: E731
-    return _median_time(run_once, len(input_sets), iters, _settle(run_once))
+    return _median_time(run_once, len(input_sets), iters, _settle(run_once), only)
 
 
 def time_torch(fn: Callable, input_sets: Sequence[tuple], iters: int = 5) -> float:
