@@ -115,17 +115,18 @@ def test_flax_mlp_layer(rng):
 
 @gpu
 @pytest.mark.gpu
+@pytest.mark.parametrize("dtype", [jnp.bfloat16, jnp.float16])
 @pytest.mark.parametrize("shape", [(256, 384), (200, 1000), (3, 130, 256), (2, 1000, 2056), (3, 1100, 1544)])
-def test_fused_activation_quantizers_kernel(rng, shape):
+def test_fused_activation_quantizers_kernel(rng, dtype, shape):
     """The kernels' gelu / gelu-gradient against the reference run by XLA:CPU: the same float32
     formulas on both sides, but the kernels' fast exp and reciprocal (2 ulp) and XLA's exp differ
     in the last bits, which can move a value across a bf16 or e4m3 rounding boundary now and then
     (and a group of only tiny values, e.g. the 2 rows of a partial tile, across the underflow to
     zero). The kernels run persistent, one CTA per resident slot: (3, 1100, 1544) has 351 tiles,
     more than the H100's / H200's 264 or 132 CTAs, so CTAs step on across column, row and batch
-    boundaries."""
-    u = randn(rng, shape, jnp.bfloat16, scale=3.0)
-    g = randn(rng, shape, jnp.bfloat16)
+    boundaries. float16 inputs run the same kernels' half-precision instances."""
+    u = randn(rng, shape, dtype, scale=3.0)
+    g = randn(rng, shape, dtype)
     cpu = jax.devices("cpu")[0]
     fwd = lambda u: fg.quantize_rowwise_transpose(u, activation="gelu")
     bwd = lambda g, u: fg.quantize_rowwise_transpose_act_grad(g, u, "gelu")
