@@ -62,3 +62,16 @@ def test_named_kernels_only_never_fall_back_to_wall_time(clock):
     with pytest.raises(RuntimeError, match="quantize"):
         timing._median_time(clock.run_once, reps=4, iters=2, only="quantize")
     assert timing._median_time(clock.run_once, reps=4, iters=2) == pytest.approx(0.004 / 4)
+
+
+def test_device_seconds_by_kernel_name():
+    """The profile's device time: all kernels, those named like `only`, or all but the flush's."""
+    from types import SimpleNamespace as Event
+
+    events = [Event(key="void fp8gemm::quantize_transpose_kernel<...>", device_time_total=100.0),
+              Event(key="loop_transpose_fusion", device_time_total=5.0),
+              Event(key="Memset (Device)", device_time_total=50.0)]
+    prof = Event(key_averages=lambda: events)
+    assert timing._device_seconds(prof) == pytest.approx(155e-6)
+    assert timing._device_seconds(prof, "quantize") == pytest.approx(100e-6)
+    assert timing._device_seconds(prof, skip=("Memset", "memset")) == pytest.approx(105e-6)

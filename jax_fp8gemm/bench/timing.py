@@ -39,6 +39,14 @@ def sets_needed(bytes_per_set: int, min_reps: int = 8, max_reps: int = 64) -> in
     return max(min_reps, min(max_reps, -(-2 * L2_BYTES // max(bytes_per_set, 1))))
 
 
+def _device_seconds(prof, only: str | None = None, skip: tuple[str, ...] = ()) -> float:
+    """Device time a torch profile recorded: of the kernels whose name contains `only` (all when
+    None) and none of `skip`."""
+    return 1e-6 * sum(getattr(e, "device_time_total", getattr(e, "cuda_time_total", 0))
+                      for e in prof.key_averages()
+                      if (only is None or only in e.key) and not any(f in e.key for f in skip))
+
+
 def _kernel_seconds(run_once: Callable[[], None], only: str | None = None) -> float | None:
     """Sum of the device time of every kernel run_once() launched (CUPTI), or None if unavailable;
     with `only`, of the kernels whose name contains it."""
@@ -48,9 +56,8 @@ def _kernel_seconds(run_once: Callable[[], None], only: str | None = None) -> fl
         return None
     with profile(activities=[ProfilerActivity.CUDA]) as prof:
         run_once()
-    total_us = sum(getattr(e, "device_time_total", getattr(e, "cuda_time_total", 0))
-                   for e in prof.key_averages() if only is None or only in e.key)
-    return total_us * 1e-6 if total_us > 0 else None
+    seconds = _device_seconds(prof, only)
+    return seconds if seconds > 0 else None
 
 
 METHOD = {"name": "wall"}  # "kernel" once CUPTI timing worked; reported in the table header
@@ -89,12 +96,8 @@ def _flushed_kernel_seconds(call: Callable[[], None], only: str | None = None) -
             torch.cuda.synchronize()  # JAX runs on its own stream: order the flush before the call
             call()
     del flush
-    flush_names = ("fill", "Fill", "memset", "Memset")
-    total_us = sum(getattr(e, "device_time_total", getattr(e, "cuda_time_total", 0))
-                   for e in prof.key_averages()
-                   if not any(f in e.key for f in flush_names) and (only is None or only in e.key))
     METHOD["name"] = "kernel"
-    return total_us * 1e-6 / _FLUSH_CALLS
+    return _device_seconds(prof, only, skip=("fill", "Fill", "memset", "Memset")) / _FLUSH_CALLS
 
 
 def _median_time(run_once: Callable[[], None], reps: int, iters: int, calls: int = 1,

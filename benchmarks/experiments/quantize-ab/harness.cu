@@ -85,12 +85,15 @@ int main(int argc, char** argv) {
     Bufs b[kVars];
     unsigned long long* scratch;
     CUDA_CHECK(cudaMalloc(&scratch, sizeof(unsigned long long)));
+    auto launch = [&](int v) {
+      return vars[v].fn(x, u, c.act, c.batch, c.rows, c.cols, c.rows_out, c.cols, b[v].q, b[v].s, b[v].qt, b[v].st, st);
+    };
     bool all_same = true;
     for (int v = 0; v < kVars; ++v) {
       CUDA_CHECK(cudaMalloc(&b[v].q, qb)); CUDA_CHECK(cudaMalloc(&b[v].qt, qtb)); CUDA_CHECK(cudaMalloc(&b[v].s, sb)); CUDA_CHECK(cudaMalloc(&b[v].st, stb));
       CUDA_CHECK(cudaMemsetAsync(b[v].q, 0xFF, qb, st)); CUDA_CHECK(cudaMemsetAsync(b[v].qt, 0xFF, qtb, st));
       CUDA_CHECK(cudaMemsetAsync(b[v].s, 0xFF, sb, st)); CUDA_CHECK(cudaMemsetAsync(b[v].st, 0xFF, stb, st));
-      CUDA_CHECK(vars[v].fn(x, u, c.act, c.batch, c.rows, c.cols, c.rows_out, c.cols, b[v].q, b[v].s, b[v].qt, b[v].st, st));
+      CUDA_CHECK(launch(v));
       CUDA_CHECK(cudaStreamSynchronize(st));
       if (v > 0) {
         void* bufs0[4] = {b[0].q, b[0].qt, b[0].s, b[0].st}; void* bufsv[4] = {b[v].q, b[v].qt, b[v].s, b[v].st};
@@ -113,20 +116,22 @@ int main(int argc, char** argv) {
     if (!small) {  // timing
       const double bytes = double(n) * 2 * (c.act == 2 ? 2 : 1) + qb + qtb + sb + stb;
       std::vector<std::vector<float>> t(kVars + 1);
-      auto time_one = [&](int v) {
+      auto time_one = [&](int v) {  // us per launch of variant v (kVars: the copy)
         CUDA_CHECK(cudaEventRecord(e0, st));
         for (int r = 0; r < reps; ++r) {
-          if (v < kVars) CUDA_CHECK(vars[v].fn(x, u, c.act, c.batch, c.rows, c.cols, c.rows_out, c.cols, b[v].q, b[v].s, b[v].qt, b[v].st, st));
+          if (v < kVars) CUDA_CHECK(launch(v));
           else CUDA_CHECK(cudaMemcpyAsync(cp, x, n * 2, cudaMemcpyDeviceToDevice, st));
         }
         CUDA_CHECK(cudaEventRecord(e1, st)); CUDA_CHECK(cudaEventSynchronize(e1));
-        float ms; CUDA_CHECK(cudaEventElapsedTime(&ms, e0, e1)); t[v].push_back(ms * 1000.0f / reps);
+        float ms; CUDA_CHECK(cudaEventElapsedTime(&ms, e0, e1)); return ms * 1000.0f / reps;
       };
       for (int v = 0; v <= kVars; ++v) time_one(v);  // warm-up
-      for (auto& tv : t) tv.clear();
       for (int r = 0; r < rounds; ++r) {
-        time_one(kVars);
-        for (int v = 0; v < kVars; ++v) time_one(r % 2 ? kVars - 1 - v : v);
+        t[kVars].push_back(time_one(kVars));
+        for (int v = 0; v < kVars; ++v) {
+          const int w = r % 2 ? kVars - 1 - v : v;
+          t[w].push_back(time_one(w));
+        }
       }
       auto med = [](std::vector<float> v) { std::sort(v.begin(), v.end()); return v[v.size() / 2]; };
       if (const char* soak = getenv("SOAK_MS")) {
@@ -150,8 +155,8 @@ int main(int argc, char** argv) {
           std::vector<float> late;
           while (since() < soak_s) {
             const bool second_half = since() >= soak_s / 2;
-            time_one(v);
-            if (second_half) late.push_back(t[v].back());
+            const float us = time_one(v);
+            if (second_half) late.push_back(us);
           }
           done = true;
           sampler.join();
@@ -163,7 +168,6 @@ int main(int argc, char** argv) {
           const double gbs = (v < kVars ? bytes : 2.0 * n * 2) / (us * 1e3);
           printf("   soak %-6s %8.2f us  %7.1f GB/s  SM %6.0f MHz  %5.0f W  (%d samples, %zu windows)\n",
                  v < kVars ? vars[v].name : "copy", us, gbs, k ? mhz / k : 0.0, k ? w / k : 0.0, k, late.size());
-          t[v].resize(rounds);  // the rounds' medians below stay the rounds'
         }
       }
       const double copy_us = med(t[kVars]), copy_gbs = 2.0 * n * 2 / (copy_us * 1e3);
