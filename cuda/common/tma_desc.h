@@ -62,6 +62,20 @@ inline bool encode_tensor_map_2d(CUtensorMap* out, const TensorMap2D& desc) {
   return res == CUDA_SUCCESS;
 }
 
+// Encodes a tensor of `rank` dimensions (innermost first: dims[0] is contiguous; strides[i] is the
+// byte stride of dimension i + 1, in any order) with the box `box`, byte elements. Same rules as
+// encode_tensor_map_2d.
+inline bool encode_tensor_map_bytes(CUtensorMap* out, const void* base, int rank, const cuuint64_t* dims,
+                                    const cuuint64_t* strides, const cuuint32_t* box, CUtensorMapSwizzle swizzle) {
+  PFN_cuTensorMapEncodeTiled_v12000 encode = get_tensor_map_encoder();
+  if (encode == nullptr) return false;
+  const cuuint32_t element_stride[5] = {1, 1, 1, 1, 1};
+  CUresult res = encode(out, CU_TENSOR_MAP_DATA_TYPE_UINT8, rank, const_cast<void*>(base), dims, strides, box,
+                        element_stride, CU_TENSOR_MAP_INTERLEAVE_NONE, swizzle, CU_TENSOR_MAP_L2_PROMOTION_NONE,
+                        CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  return res == CUDA_SUCCESS;
+}
+
 // Swizzle mode for a given span in bytes (0 = none, 32, 64, 128).
 inline CUtensorMapSwizzle swizzle_for_bytes(int span_bytes) {
   switch (span_bytes) {

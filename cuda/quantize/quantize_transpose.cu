@@ -12,7 +12,8 @@
 // l < 16) holds the R consecutive rows Rg .. Rg+R-1 at the 8 columns 8l .. 8l+7: a row's 128
 // values sit in one half warp (row amaxes: reduce_scatter_rows), and a column's R values per thread
 // are R consecutive rows, so its e4m3 bytes form one R-byte word of the transposed tile. The transposed
-// tile is staged in shared memory (16 KB) and written out as 16-byte rows.
+// tile is staged in shared memory (16 KB) and written out as 16-byte rows (the prefetching gelu(x):
+// by one TMA store, stores_qt_by_tma).
 //   R = 8 (256 threads): the plain quantizers (memory-bound; see ctas_per_sm) and gelu(x).
 //   R = 4 (512 threads, up to 64 registers): the gelu gradient, x * gelu'(u) (two inputs). Its float
 //     math between the loads and the stores is long; twice the warps per SM hide it (RESULTS.md,
@@ -24,6 +25,7 @@
 #include <type_traits>
 
 #include "common/sm90_ptx.cuh"
+#include "common/tma_desc.h"
 #include "quantize/quantize_math.cuh"
 
 namespace fp8gemm {
@@ -41,18 +43,32 @@ constexpr int threads_for() { return kGroup / kRows * kThreadsPerGroup; }
 template <Act kAct>
 constexpr int rows_per_thread() { return kAct == Act::kGeluGrad ? 4 : 8; }
 
-// Byte offset of (tile column c, tile row m) in the transposed tile [128 columns][128 rows].
-// The 16-byte chunk index is XOR-swizzled with (c / 8) % 8: the R-byte stores of one warp
-// (16 columns 8 apart x 2 row groups) then take the minimum of wavefronts (2), and the 16-byte
-// row reads of a quarter warp stay conflict-free.
+// Byte offset of (tile column c, tile row m) in the transposed tile: 128 rows of 128 bytes. The
+// 16-byte chunk index is XOR-swizzled with (c / 8) % 8: the R-byte stores of one warp (16 columns
+// 8 apart x 2 row groups) then take the minimum of wavefronts (2), and the 16-byte row reads of a
+// quarter warp stay conflict-free. Column c sits in row c, or, where the tile leaves by a TMA store
+// (kTmaBox), in row (c % 8) * 16 + c / 8: the order of qt_tensor_map's box, whose 128-byte swizzle
+// (chunk XOR row % 8) is then that same XOR.
+template <bool kTmaBox>
 __device__ __forceinline__ int t_offset(int c, int m) {
-  return c * kGroup + (((m / kChunk) ^ ((c / kVec) % 8)) * kChunk) + m % kChunk;
+  const int row = kTmaBox ? (c % kVec) * (kGroup / kVec) + c / kVec : c;
+  return row * kGroup + (((m / kChunk) ^ ((c / kVec) % 8)) * kChunk) + m % kChunk;
 }
 
 // Which kernels run persistent and prefetching (see the kernel): the fused activations on packed
 // 16-bit inputs.
 template <typename T, Act kAct>
 constexpr bool prefetches(bool aligned_in) { return aligned_in && sizeof(T) == 2 && kAct != Act::kNone; }
+
+// Which kernels write the transposed tile by one TMA store from thread 0 (qt_tensor_map; qt rows
+// 16-byte aligned, rows_out % 16 == 0): the prefetching gelu(x), whose warps then go on to the next
+// tile's math instead of 4 shared-memory reads and global stores each: 1.013-1.022x at 4096-8200
+// tokens, 0.993-0.997x at 2048 (RESULTS.md, session 73). The gelu gradient (one CTA per SM)
+// measured 0.95x that way and the plain kernels even; they store with their threads.
+template <typename T, Act kAct>
+constexpr bool stores_qt_by_tma(bool aligned_in, bool aligned_t) {
+  return prefetches<T, kAct>(aligned_in) && kAct == Act::kGelu && aligned_t;
+}
 
 // Resident CTAs per SM each kernel is compiled for (its register budget), so that some load while
 // others store: three for the plain kernels on (packed) 16-bit inputs (80 registers, no spills;
@@ -123,7 +139,8 @@ __global__ void __launch_bounds__(kThreads, ctas_per_sm<T, kAct>(kAlignedIn))
     quantize_transpose_kernel(const T* __restrict__ x, const T* __restrict__ u, int64_t batches, int64_t rows,
                               int64_t cols, int64_t rows_out, int64_t cols_out, bool pow2,
                               uint8_t* __restrict__ q, float* __restrict__ s,
-                              uint8_t* __restrict__ qt, float* __restrict__ st) {
+                              uint8_t* __restrict__ qt, float* __restrict__ st,
+                              const __grid_constant__ CUtensorMap qt_map) {
   static_assert(kAct == Act::kNone || !kBlockwise, "activations come with row-wise scaling");
   constexpr bool kPacked = sizeof(T) == 2;  // chunks stay packed 16-bit words (see the amax)
   constexpr bool kPrefetch = prefetches<T, kAct>(kAlignedIn);
@@ -136,7 +153,9 @@ __global__ void __launch_bounds__(kThreads, ctas_per_sm<T, kAct>(kAlignedIn))
   // 0.99x; RESULTS.md, session 72).
   constexpr bool kColumnScalesPerWarp = !kBlockwise && ctas_per_sm<T, kAct>(kAlignedIn) == 1;
   static_assert(kRowsPerThread == 4 || kRowsPerThread == 8, "a column's bytes: one 4- or 8-byte word");
-  __shared__ __align__(16) uint8_t tile_t[kGroup * kGroup];
+  constexpr bool kTmaStore = stores_qt_by_tma<T, kAct>(kAlignedIn, kAlignedT);
+  // A TMA store's 128-byte swizzle repeats every 1024 bytes of shared memory and starts at 0 there.
+  __shared__ alignas(kTmaStore ? 1024 : 16) uint8_t tile_t[kGroup * kGroup];
   __shared__ __align__(16) float part_amax[kWarps][kGroup];  // per-warp column amax (row-wise mode)
   __shared__ float col_inv[kGroup];               // 1 / column scale: divided once per column
   __shared__ float block_amax[kWarps];            // per-warp amax (blockwise mode)
@@ -304,6 +323,8 @@ __global__ void __launch_bounds__(kThreads, ctas_per_sm<T, kAct>(kAlignedIn))
         }
       }
     }
+    // tile_t is written after the next barrier: the previous tile's store must have read it.
+    if (kTmaStore && threadIdx.x == 0) ptx::bulk_wait_group_read<0>();
     float row_inv[kRowsPerThread];  // 1 / the scale of each of this thread's rows
     float own_col_inv[kVec];        // kColumnScalesPerWarp: 1 / the scale of each of its columns
     if constexpr (kBlockwise) {
@@ -411,8 +432,17 @@ __global__ void __launch_bounds__(kThreads, ctas_per_sm<T, kAct>(kAlignedIn))
     using Word = typename std::conditional<kRowsPerThread == 8, uint2, uint32_t>::type;
 #pragma unroll
     for (int i = 0; i < kVec; ++i)
-      *reinterpret_cast<Word*>(&tile_t[t_offset(l * kVec + i, g * kRowsPerThread)]) =
+      *reinterpret_cast<Word*>(&tile_t[t_offset<kTmaStore>(l * kVec + i, g * kRowsPerThread)]) =
           *reinterpret_cast<const Word*>(qt_word[i]);
+    if constexpr (kTmaStore) {
+      ptx::fence_proxy_async_shared();  // the tile's generic writes, before the async proxy reads it
+      __syncthreads();
+      if (threadIdx.x == 0) {  // clipped to x's columns and qt's rows_out (the tile's zeros up to it)
+        ptx::tma_store_4d(&qt_map, tile_t, int32_t(rt) * kGroup, int32_t(ct) * (kGroup / kVec), 0, int32_t(batch));
+        ptx::bulk_commit_group();
+      }
+      continue;  // (kTmaStore: a persistent kernel)
+    }
     __syncthreads();
 
     // Write the transposed tile: qt row (column c of x) gets this tile's 128 rows, 16 B per thread.
@@ -428,12 +458,24 @@ __global__ void __launch_bounds__(kThreads, ctas_per_sm<T, kAct>(kAlignedIn))
       const int c = step * kRowsPerStep + threadIdx.x / kChunksPerRow;
       const int64_t col_c = int64_t(ct) * kGroup + c;
       if (col_c >= cols || m_valid == 0) continue;
-      const uint4 bytes = *reinterpret_cast<const uint4*>(&tile_t[t_offset(c, chunk * kChunk)]);
+      const uint4 bytes = *reinterpret_cast<const uint4*>(&tile_t[t_offset<kTmaStore>(c, chunk * kChunk)]);
       uint8_t* dst = qt + (batch * cols + col_c) * rows_out + m;
       store_bytes<kChunk, kAlignedT>(dst, reinterpret_cast<const uint8_t*>(&bytes), m_valid);
     }
     if constexpr (!kPrefetch) break;  // a CTA per tile (launch): no loop state kept live
   }
+  if (kTmaStore && threadIdx.x == 0) ptx::bulk_wait_group<0>();  // smem stays until the last store is done
+}
+
+// qt [batch][cols][rows_out] as a 4D tensor, innermost first: rows_out (contiguous), cols / 8
+// (stride 8 rows_out), 8 (stride rows_out), batch (stride cols rows_out). Its box 128 x 16 x 8 x 1
+// is one tile's 128 columns with column c in row (c % 8) * 16 + c / 8, t_offset<true>'s order. Needs
+// cols % 8 == 0 and rows_out % 16 == 0 (16-byte strides).
+bool qt_tensor_map(CUtensorMap* map, const void* qt, int64_t batch, int64_t cols, int64_t rows_out) {
+  const cuuint64_t dims[4] = {cuuint64_t(rows_out), cuuint64_t(cols / kVec), kVec, cuuint64_t(batch)};
+  const cuuint64_t strides[3] = {cuuint64_t(kVec * rows_out), cuuint64_t(rows_out), cuuint64_t(cols * rows_out)};
+  const cuuint32_t box[4] = {kGroup, kGroup / kVec, kVec, 1};
+  return encode_tensor_map_bytes(map, qt, 4, dims, strides, box, CU_TENSOR_MAP_SWIZZLE_128B);
 }
 
 // Their dynamic shared memory: the two prefetch stages.
@@ -480,6 +522,9 @@ cudaError_t launch(const void* x, const void* u, const TransposeExtents& e, bool
                    : quantize_transpose_kernel<T, true, false, kBlockwise, kAct>)
       : (aligned_t ? quantize_transpose_kernel<T, false, true, kBlockwise, kAct>
                    : quantize_transpose_kernel<T, false, false, kBlockwise, kAct>);
+  CUtensorMap qt_map{};  // unused by the other kernels
+  if (stores_qt_by_tma<T, kAct>(aligned_in, aligned_t) && !qt_tensor_map(&qt_map, qt, batch, cols, e.rows_out))
+    return cudaErrorInvalidValue;
   // Prefetching kernels: a persistent grid; the others: a CTA per tile.
   int64_t grid = tiles;
   int smem = 0;
@@ -492,7 +537,8 @@ cudaError_t launch(const void* x, const void* u, const TransposeExtents& e, bool
   }
   kernel<<<unsigned(grid), kThreads, smem, stream>>>(static_cast<const T*>(x), static_cast<const T*>(u), batch,
                                                      rows, cols, e.rows_out, e.cols_out, pow2,
-                                                     static_cast<uint8_t*>(q), s, static_cast<uint8_t*>(qt), st);
+                                                     static_cast<uint8_t*>(q), s, static_cast<uint8_t*>(qt), st,
+                                                     qt_map);
   return cudaGetLastError();
 }
 
