@@ -1,4 +1,4 @@
-// Host-side helper: encode 2D TMA tensor maps without linking libcuda.
+// Host-side helper: encode TMA tensor maps (2D, and byte tensors of up to 5 dimensions) without linking libcuda.
 //
 // cuTensorMapEncodeTiled is a driver API entry point. Instead of linking -lcuda we ask the CUDA
 // runtime for the driver's function pointer (cudaGetDriverEntryPointByVersion), once per process.
