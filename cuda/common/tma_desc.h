@@ -1,4 +1,4 @@
-// Host-side helper: encode TMA tensor maps (2D, and byte tensors of up to 5 dimensions) without linking libcuda.
+// Host-side helper: encode TMA tensor maps without linking libcuda.
 //
 // cuTensorMapEncodeTiled is a driver API entry point. Instead of linking -lcuda we ask the CUDA
 // runtime for the driver's function pointer (cudaGetDriverEntryPointByVersion), once per process.
@@ -44,36 +44,31 @@ struct TensorMap2D {
   CUtensorMapL2promotion l2_promotion = CU_TENSOR_MAP_L2_PROMOTION_L2_256B;
 };
 
-// Encodes `desc` into `out`. Returns false if the driver entry point is missing or the driver
-// rejects the parameters (alignment: base 16 B, pitch multiple of 16 B; box dims 1..256; with a
-// swizzle, box_cols * element size must not exceed the swizzle span).
+// Encodes a tensor of `rank` (1..5) dimensions into `out`: dims innermost first (dims[0] is
+// contiguous), strides[i] the byte stride of dimension i + 1 (in any order), one box of `box`
+// elements per TMA instruction. Returns false if the driver entry point is missing or the driver
+// rejects the parameters (alignment: base 16 B, strides multiples of 16 B; box dims 1..256; with
+// a swizzle, box[0] * element size must not exceed the swizzle span).
 // Out-of-bounds elements are zero-filled on load (CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE means "fill
 // with zeros", not "no fill") and skipped on store.
-inline bool encode_tensor_map_2d(CUtensorMap* out, const TensorMap2D& desc) {
+inline bool encode_tensor_map(CUtensorMap* out, CUtensorMapDataType dtype, int rank, const void* base,
+                              const cuuint64_t* dims, const cuuint64_t* strides, const cuuint32_t* box,
+                              CUtensorMapSwizzle swizzle, CUtensorMapL2promotion l2_promotion) {
   PFN_cuTensorMapEncodeTiled_v12000 encode = get_tensor_map_encoder();
   if (encode == nullptr) return false;
-  const cuuint64_t global_dim[2] = {desc.cols, desc.rows};  // innermost first
-  const cuuint64_t global_stride[1] = {desc.row_pitch_bytes};  // stride of dim 1, in bytes
-  const cuuint32_t box_dim[2] = {desc.box_cols, desc.box_rows};
-  const cuuint32_t element_stride[2] = {1, 1};  // dense boxes
-  CUresult res = encode(out, desc.dtype, 2, const_cast<void*>(desc.base), global_dim, global_stride, box_dim,
-                        element_stride, CU_TENSOR_MAP_INTERLEAVE_NONE, desc.swizzle, desc.l2_promotion,
-                        CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  const cuuint32_t element_stride[5] = {1, 1, 1, 1, 1};  // dense boxes
+  CUresult res = encode(out, dtype, rank, const_cast<void*>(base), dims, strides, box, element_stride,
+                        CU_TENSOR_MAP_INTERLEAVE_NONE, swizzle, l2_promotion, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
   return res == CUDA_SUCCESS;
 }
 
-// Encodes a tensor of `rank` dimensions (innermost first: dims[0] is contiguous; strides[i] is the
-// byte stride of dimension i + 1, in any order) with the box `box`, byte elements. Same rules as
-// encode_tensor_map_2d.
-inline bool encode_tensor_map_bytes(CUtensorMap* out, const void* base, int rank, const cuuint64_t* dims,
-                                    const cuuint64_t* strides, const cuuint32_t* box, CUtensorMapSwizzle swizzle) {
-  PFN_cuTensorMapEncodeTiled_v12000 encode = get_tensor_map_encoder();
-  if (encode == nullptr) return false;
-  const cuuint32_t element_stride[5] = {1, 1, 1, 1, 1};
-  CUresult res = encode(out, CU_TENSOR_MAP_DATA_TYPE_UINT8, rank, const_cast<void*>(base), dims, strides, box,
-                        element_stride, CU_TENSOR_MAP_INTERLEAVE_NONE, swizzle, CU_TENSOR_MAP_L2_PROMOTION_NONE,
-                        CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-  return res == CUDA_SUCCESS;
+// Encodes `desc` into `out` (encode_tensor_map's rules).
+inline bool encode_tensor_map_2d(CUtensorMap* out, const TensorMap2D& desc) {
+  const cuuint64_t global_dim[2] = {desc.cols, desc.rows};  // innermost first
+  const cuuint64_t global_stride[1] = {desc.row_pitch_bytes};  // stride of dim 1, in bytes
+  const cuuint32_t box_dim[2] = {desc.box_cols, desc.box_rows};
+  return encode_tensor_map(out, desc.dtype, 2, desc.base, global_dim, global_stride, box_dim, desc.swizzle,
+                           desc.l2_promotion);
 }
 
 // Swizzle mode for a given span in bytes (0 = none, 32, 64, 128).

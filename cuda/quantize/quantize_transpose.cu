@@ -475,7 +475,8 @@ bool qt_tensor_map(CUtensorMap* map, const void* qt, int64_t batch, int64_t cols
   const cuuint64_t dims[4] = {cuuint64_t(rows_out), cuuint64_t(cols / kVec), kVec, cuuint64_t(batch)};
   const cuuint64_t strides[3] = {cuuint64_t(kVec * rows_out), cuuint64_t(rows_out), cuuint64_t(cols * rows_out)};
   const cuuint32_t box[4] = {kGroup, kGroup / kVec, kVec, 1};
-  return encode_tensor_map_bytes(map, qt, 4, dims, strides, box, CU_TENSOR_MAP_SWIZZLE_128B);
+  return encode_tensor_map(map, CU_TENSOR_MAP_DATA_TYPE_UINT8, 4, qt, dims, strides, box, CU_TENSOR_MAP_SWIZZLE_128B,
+                           CU_TENSOR_MAP_L2_PROMOTION_NONE);
 }
 
 // Their dynamic shared memory: the two prefetch stages.
