@@ -6,9 +6,9 @@
 #   8x4096 and 256x1024, memcheck and racecheck on --small, then the grouped suite (112, then 0).
 # Artifacts, built here beforehand (no GPU needed) from a worktree of 665e83c with the patch applied,
 # into $D (default .perfA/s75, an ignored folder named in the run's carry):
-#   $D/swap4  the grouped harness: nvcc -gencode=arch=compute_90a,code=sm_90a -O3 -std=c++17
-#             --expt-relaxed-constexpr -Icuda [-Itools] on tools/grouped_standalone_test.cu and
-#             cuda/gemm/*.cu (objects 2 at a time: ~7 min on 2 cores)
+#   $D/swap4  the grouped harness: cuda/gemm/*.cu and tools/grouped_standalone_test.cu (the latter
+#             also -Itools) compiled with nvcc -gencode=arch=compute_90a,code=sm_90a -O3 -std=c++17
+#             --expt-relaxed-constexpr -Icuda -c, two at a time, then linked (~8 min on 2 cores)
 #   $D/whl/   the wheel: CMAKE_BUILD_PARALLEL_LEVEL=2 pip wheel . --no-deps --no-build-isolation
 #             -Ccmake.define.FP8GEMM_PTXAS_VERBOSE=ON (~3 min); check its log for spills
 #   $D/tests/ the patched tests/*.py
