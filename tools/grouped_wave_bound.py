@@ -1,0 +1,41 @@
+"""The share of the even case's speed that wgmma waves allow uneven group sizes (KERNEL_NOTES,
+"Grouped GEMMs"): a group of s rows needs ceil(s / q) waves of q rows per N-block, so uneven sizes
+cost sum(ceil(s_g / q)) waves where even ones cost G * ceil(rows / q). Printed for the grouped
+suite's own sizes and over many draws of its size generator.
+
+    python tools/grouped_wave_bound.py [--draws 200]
+"""
+import argparse
+
+import numpy as np
+
+from jax_fp8gemm.bench.suites import GROUPED_CASES, _group_sizes, grouped_case_sizes
+
+STEPS = (64, 32, 16)  # rows per wave: wgmma's least M; swapped tiles step the tokens by 16
+
+
+def wave_bound(sizes: np.ndarray, rows: int, step: int) -> float:
+    waves = -(-sizes.astype(np.int64) // step)
+    return len(sizes) * -(-rows // step) / waves.sum()
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--draws", type=int, default=200, help="seeds 0..draws-1 of the size generator")
+    args = p.parse_args()
+    print("case, then for waves of " + " / ".join(map(str, STEPS)) + " rows: "
+          "the suite's sizes | mean, 10th-90th percentile over the draws")
+    for (g, rows, n, k, uneven), sizes in zip(GROUPED_CASES, grouped_case_sizes()):
+        if not uneven:
+            continue
+        cols = []
+        for step in STEPS:
+            draws = np.array([wave_bound(_group_sizes(g * rows, g, True, np.random.default_rng(s)),
+                                         rows, step) for s in range(args.draws)])
+            lo, hi = np.percentile(draws, [10, 90])
+            cols.append(f"{wave_bound(sizes, rows, step):.3f} | {draws.mean():.3f}, {lo:.3f}-{hi:.3f}")
+        print(f"{g}x{rows} N{n} K{k}:  " + "   ".join(cols))
+
+
+if __name__ == "__main__":
+    main()
