@@ -18,6 +18,13 @@ try:
 except ImportError:  # built without nvcc: reference path only
     _cuda = None
 
+# The XLA FFI targets the kernels are registered as (cuda/module.cc's registrations()).
+TARGETS = (
+    "fp8gemm_quantize_rowwise", "fp8gemm_quantize_blockwise", "fp8gemm_quantize_transpose",
+    "fp8gemm_quantize_transpose_act_grad", "fp8gemm_gemm", "fp8gemm_grouped_gemm",
+    "fp8gemm_grouped_gemm_masked", "fp8gemm_gemm_wgrad", "fp8gemm_grouped_gemm_wgrad",
+)
+
 if _cuda is not None:
     for _name, _capsule in _cuda.registrations().items():
         jax.ffi.register_ffi_target(_name, _capsule, platform="CUDA")
@@ -57,6 +64,16 @@ def max_active_split_k_clusters(block_m: int, block_n: int, cluster_size: int) -
     holds at once (CUDA's occupancy query): the bound of a split-K grid (gemm_config.pick). 0
     without the extension."""
     return int(_cuda.max_active_split_k_clusters(block_m, block_n, cluster_size)) if _cuda is not None else 0
+
+
+def export_disabled_checks() -> list:
+    """`disabled_checks` for `jax.export.export` of a program that calls the kernels.
+
+    jax.export refuses custom calls without a compatibility guarantee; these are ours. The exported
+    module runs where this same version of jax_fp8gemm is imported (its FFI attributes are this
+    version's), on a Hopper GPU, with the tile configurations picked for the GPU it was exported on.
+    """
+    return [jax.export.DisabledSafetyCheck.custom_call(name) for name in TARGETS]
 
 
 @functools.cache

@@ -67,7 +67,13 @@ def define(name: str, *, abstract_eval: Callable, reference: Callable,
         def cuda_impl(*args, **params):
             # Decided on the shapes this call sees: per shard when the op is partitioned.
             avals = [jax.typeof(x) for x in args]
-            if _kernels.kernels_enabled() and (use_kernel is None or use_kernel(*avals, **params)):
+            if not _kernels.kernels_enabled():
+                return reference(*args, **params)
+            if not all(core.is_constant_shape(a.shape) for a in avals):
+                # Shape-polymorphic export: the kernels' configurations are per static shape.
+                _kernels.warn_once(f"{prim.name}: symbolic shapes lower to the jnp reference")
+                return reference(*args, **params)
+            if use_kernel is None or use_kernel(*avals, **params):
                 return kernel(*args, **params)
             return reference(*args, **params)
 

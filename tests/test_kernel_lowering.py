@@ -182,3 +182,78 @@ def test_wgrad_scale_operands_split_each_scale(jit):
     as_f32 = lambda half: (half.astype(np.uint32) << 16).view(np.float32)
     np.testing.assert_array_equal(as_f32(words[:, :37] & 0xFFFF), hi)
     np.testing.assert_array_equal(as_f32(words[:, :37] >> 16), lo)
+
+
+# ------------------------------------------------------------------ jax.export
+EXPORTED = [
+    ("fp8_dot training", jax.grad(_loss(fg.fp8_dot), argnums=(0, 1)), (X, W1), TRAINING),
+    ("fp8_mlp training", jax.grad(_loss(fg.fp8_mlp), argnums=(0, 1, 2)), (X, W1, W2),
+     TRAINING + " fp8gemm_quantize_transpose_act_grad"),
+    ("ragged_dot training", jax.grad(_loss(fg.ragged_dot), argnums=(0, 1)), (X, W3, SIZES),
+     "fp8gemm_grouped_gemm fp8gemm_grouped_gemm_wgrad"),
+    ("grouped_gemm_masked", fg.grouped_gemm_masked,
+     (jax.ShapeDtypeStruct((2, 64, 512), jnp.float8_e4m3fn), jax.ShapeDtypeStruct((2, 64, 4), jnp.float32),
+      jax.ShapeDtypeStruct((2, 256, 512), jnp.float8_e4m3fn), jax.ShapeDtypeStruct((2, 2, 4), jnp.float32),
+      SIZES), "fp8gemm_grouped_gemm_masked"),
+]
+
+
+def _concrete(args, seed=0):
+    """Random arrays for ShapeDtypeStructs (group sizes in 0..200)."""
+    keys = jax.random.split(jax.random.key(seed), len(args))
+    return [jax.random.randint(k, a.shape, 0, 200, a.dtype) if a.dtype == jnp.int32
+            else jax.random.normal(k, a.shape, jnp.float32).astype(a.dtype) for k, a in zip(keys, args)]
+
+
+@pytest.mark.parametrize("name,fn,args,want", EXPORTED)
+def test_export_with_the_kernels(kernels_on, name, fn, args, want):
+    """jax.export refuses our custom calls unless told (`fg.export_disabled_checks()`); with it, a
+    program exported for CPU and CUDA calls the kernels on CUDA, and its CPU branch runs the
+    reference bitwise as the jitted function does."""
+    with pytest.raises(ValueError, match="custom calls"):
+        jax.export.export(jax.jit(fn), platforms=("cuda",))(*args)
+    exported = jax.export.export(jax.jit(fn), platforms=("cpu", "cuda"),
+                                 disabled_checks=fg.export_disabled_checks())(*args)
+    assert set(want.split()) <= set(re.findall(r"@(fp8gemm_\w+)", exported.mlir_module())), name
+    concrete = _concrete(args)
+    for got, ref in zip(jax.tree.leaves(exported.call(*concrete)), jax.tree.leaves(jax.jit(fn)(*concrete))):
+        assert got.dtype == ref.dtype and jnp.array_equal(got, ref), name
+
+
+def test_export_round_trips_serialization(kernels_on):
+    pytest.importorskip("flatbuffers")  # jax.export's serialization needs it
+    fn, args = EXPORTED[0][1], EXPORTED[0][2]
+    exported = jax.export.export(jax.jit(fn), platforms=("cpu", "cuda"),
+                                 disabled_checks=fg.export_disabled_checks())(*args)
+    restored = jax.export.deserialize(exported.serialize())
+    assert restored.mlir_module() == exported.mlir_module()
+    concrete = _concrete(args)
+    for got, ref in zip(jax.tree.leaves(restored.call(*concrete)), jax.tree.leaves(exported.call(*concrete))):
+        assert jnp.array_equal(got, ref)
+
+
+def test_export_targets_are_the_registered_ones():
+    """export_disabled_checks() names exactly the targets the compiled module registers."""
+    from jax_fp8gemm import _kernels
+    if not _kernels.extension_built():
+        pytest.skip("built without nvcc")
+    assert set(_kernels._cuda.registrations()) == set(_kernels.TARGETS)
+
+
+def test_shape_polymorphic_export_lowers_to_the_reference(kernels_on):
+    """The kernels' configurations are per static shape: with a symbolic batch the ops lower to
+    the reference (once warned) on CUDA too, and the exported program runs at any batch."""
+    from jax_fp8gemm import _kernels
+    _kernels.warn_once.cache_clear()  # each message warns once per process
+    (b,) = jax.export.symbolic_shape("b")
+    fn = jax.grad(_loss(fg.fp8_dot), argnums=(0, 1))
+    x = jax.ShapeDtypeStruct((b, X.shape[1]), X.dtype)
+    with pytest.warns(RuntimeWarning, match="symbolic shapes lower to the jnp reference"):
+        exported = jax.export.export(jax.jit(fn), platforms=("cpu", "cuda"),
+                                     disabled_checks=fg.export_disabled_checks())(x, W1)
+    targets = set(re.findall(r"@(fp8gemm_\w+)", exported.mlir_module()))
+    assert not targets & {"fp8gemm_gemm", "fp8gemm_gemm_wgrad"}, targets
+    for rows in (40, 300):
+        concrete = _concrete((jax.ShapeDtypeStruct((rows, X.shape[1]), X.dtype), W1), seed=rows)
+        for got, ref in zip(exported.call(*concrete), jax.jit(fn)(*concrete)):
+            assert got.shape == ref.shape and jnp.array_equal(got, ref)
