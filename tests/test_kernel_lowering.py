@@ -234,7 +234,6 @@ def test_export_round_trips_serialization(kernels_on):
 
 def test_export_targets_are_the_registered_ones():
     """export_disabled_checks() names exactly the targets the compiled module registers."""
-    from jax_fp8gemm import _kernels
     if not _kernels.extension_built():
         pytest.skip("built without nvcc")
     assert set(_kernels._cuda.registrations()) == set(_kernels.TARGETS)
@@ -243,7 +242,6 @@ def test_export_targets_are_the_registered_ones():
 def test_shape_polymorphic_export_lowers_to_the_reference(kernels_on):
     """The kernels' configurations are per static shape: with a symbolic batch the ops lower to
     the reference (once warned) on CUDA too, and the exported program runs at any batch."""
-    from jax_fp8gemm import _kernels
     _kernels.warn_once.cache_clear()  # each message warns once per process
     (b,) = jax.export.symbolic_shape("b")
     fn = jax.grad(_loss(fg.fp8_dot), argnums=(0, 1))
