@@ -11,7 +11,7 @@ On Hopper the ops run sm_90a CUDA kernels through XLA FFI; elsewhere the same ma
 
 from . import reference
 from ._kernels import export_disabled_checks, extension_built, kernels_enabled
-from .dot import dot_general, fp8_dot, ragged_dot
+from .dot import dot_general, einsum, fp8_dot, ragged_dot
 from .gemm import gemm
 from .grouped import grouped_gemm, grouped_gemm_masked
 from .mlp import fp8_mlp
@@ -25,7 +25,7 @@ __all__ = [
     "quantize_rowwise_transpose", "quantize_blockwise_transpose", "quantize_blockwise_transposed",
     "quantize_rowwise_transpose_act_grad",
     "gemm", "grouped_gemm", "grouped_gemm_masked", "gemm_wgrad", "grouped_gemm_wgrad",
-    "fp8_dot", "fp8_mlp", "dot_general", "ragged_dot", "reference", "extension_built",
+    "fp8_dot", "fp8_mlp", "dot_general", "einsum", "ragged_dot", "reference", "extension_built",
     "kernels_enabled", "export_disabled_checks",
 ]
 __version__ = "0.1.0"

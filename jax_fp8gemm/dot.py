@@ -19,6 +19,7 @@ cotangents are typed like their primals (_like_primal).
 from __future__ import annotations
 
 import functools
+import math
 
 import jax
 import jax.numpy as jnp
@@ -170,26 +171,57 @@ def _check_dot(x, w):
 
 
 # ------------------------------------------------------------------ dot_general drop-in
+def _as_matrix_product(lhs, rhs, dimension_numbers):
+    """(x [..., K], w [K, N], output shape) when dot_general(lhs, rhs) is x @ w up to free
+    reshapes: no batch axes, the contracted axes the trailing ones of lhs and, in the same order,
+    a leading or trailing block of rhs's, with at least one axis of rhs left. Else None."""
+    (lc, rc), (lb, rb) = dimension_numbers
+    if lb or rb or not lc:
+        return None
+    pairs = sorted((l % lhs.ndim, r % rhs.ndim) for l, r in zip(lc, rc))
+    lc, rc = [l for l, _ in pairs], [r for _, r in pairs]
+    n_c = len(pairs)
+    if lc != list(range(lhs.ndim - n_c, lhs.ndim)) or rhs.ndim == n_c:
+        return None
+    k = math.prod(lhs.shape[lhs.ndim - n_c:])
+    if rc == list(range(n_c)):  # rhs [K..., N...]: Flax's kernels (Linear, LinearGeneral, Einsum)
+        w, rhs_free = rhs.reshape(k, -1), rhs.shape[n_c:]
+    elif rc == list(range(rhs.ndim - n_c, rhs.ndim)):  # rhs [N..., K...]
+        w, rhs_free = rhs.reshape(-1, k).T, rhs.shape[:rhs.ndim - n_c]
+    else:
+        return None
+    lhs_free = lhs.shape[:lhs.ndim - n_c]
+    return lhs.reshape(*lhs_free, k), w, (*lhs_free, *rhs_free)
+
+
 def dot_general(lhs, rhs, dimension_numbers, precision=None, preferred_element_type=None,
                 **kwargs):
     """Drop-in for jax.lax.dot_general (Flax accepts it as `dot_general=`).
 
-    Accelerated: a 2-D rhs contracted with the last axis of lhs and no batch axes, i.e.
-    `x [..., K] . w [K, N]` (Flax's kernel layout) or `x [..., K] . w [N, K]`, on floating inputs.
-    Everything else (and any call with an explicit out_sharding) is jax.lax.dot_general exactly.
-    `precision` is ignored on the FP8 path (FP8 operands, FP32 accumulation).
+    Accelerated: no batch axes, and lhs's trailing axes contracted with a leading or trailing
+    block of rhs's axes in the same order, on floating inputs: `x [..., K] . w [K, N]` (Flax's
+    kernel layout) or `x [..., K] . w [N, K]`, and their multi-axis forms such as
+    `x [B, T, H, D] . w [H, D, E]` (nnx.LinearGeneral) or `x [B, T, D] . w [D, H, E]` (nnx.Einsum
+    with `einsum_op=fg.einsum`), which are x @ w after free reshapes. Everything else (and any
+    call with an explicit out_sharding) is jax.lax.dot_general exactly. `precision` is ignored on
+    the FP8 path (FP8 operands, FP32 accumulation).
     """
-    (lc, rc), (lb, rb) = dimension_numbers
     floating = all(jnp.issubdtype(v.dtype, jnp.floating) and v.dtype.itemsize >= 2
                    for v in (lhs, rhs))
-    pattern = (not lb and not rb and len(lc) == 1 and len(rc) == 1 and rhs.ndim == 2
-               and lhs.ndim >= 1 and lc[0] % lhs.ndim == lhs.ndim - 1)
-    if floating and pattern and kwargs.get("out_sharding") is None:
-        w = rhs if rc[0] % 2 == 0 else rhs.T
-        out = fp8_dot(lhs, w)
+    product = _as_matrix_product(lhs, rhs, dimension_numbers) if floating else None
+    if product is not None and kwargs.get("out_sharding") is None:
+        x, w, out_shape = product
+        out = fp8_dot(x, w).reshape(out_shape)
         return out.astype(preferred_element_type) if preferred_element_type is not None else out
     return jax.lax.dot_general(lhs, rhs, dimension_numbers, precision=precision,
                                preferred_element_type=preferred_element_type, **kwargs)
+
+
+def einsum(subscripts, *operands, **kwargs):
+    """Drop-in for jnp.einsum (nnx.Einsum takes it as `einsum_op=`): each contraction of two
+    operands goes through `dot_general` above, so those that are x @ w up to free reshapes run
+    in FP8 and the rest as jnp.einsum does."""
+    return jnp.einsum(subscripts, *operands, _dot_general=dot_general, **kwargs)
 
 
 # ------------------------------------------------------------------ ragged_dot drop-in

@@ -3,8 +3,9 @@
 NNX:   `Linear` (nnx.Linear with fg.dot_general), `MLP` (act(x @ up) @ down as one fg.fp8_mlp, the
        activation fused into the quantizations), `MoE` (top-k routed experts on fg.ragged_dot).
 Linen: `Dense` (nn.Dense with fg.dot_general).
-Any existing layer can also take the drop-in directly: `nnx.Linear(..., dot_general=fg.dot_general)`
-or `nn.Dense(..., dot_general=fg.dot_general)`. No extra state: scales are computed on the fly.
+Any existing layer can also take the drop-ins directly: `nnx.Linear(..., dot_general=fg.dot_general)`,
+`nnx.LinearGeneral(..., dot_general=fg.dot_general)`, `nnx.Einsum(..., einsum_op=fg.einsum)` or
+`nn.Dense(..., dot_general=fg.dot_general)`. No extra state: scales are computed on the fly.
 """
 
 from __future__ import annotations

@@ -94,6 +94,85 @@ def test_dot_general_drop_in(rng):
                                   np.asarray(xi @ xi.T))
 
 
+@pytest.mark.parametrize("lhs_shape,rhs_shape,dn", [
+    ((2, 5, 3, 64), (3, 64, 4, 24), (((2, 3), (0, 1)), ((), ()))),   # rhs [K..., N...]
+    ((2, 5, 3, 64), (3, 64, 4, 24), (((3, 2), (1, 0)), ((), ()))),   # the same pairs listed the other way
+    ((10, 3, 64), (4, 24, 3, 64), (((1, 2), (2, 3)), ((), ()))),      # rhs [N..., K...]
+    ((3, 64), (3, 64, 40), (((0, 1), (0, 1)), ((), ()))),             # lhs with no free axis: one row
+])
+def test_dot_general_multi_axis_contractions(rng, lhs_shape, rhs_shape, dn):
+    """Contractions that are x @ w after free reshapes (nnx.LinearGeneral, nnx.Einsum) run as
+    fp8_dot on the reshaped operands, values and gradients: bitwise that, and near the f32 op."""
+    (lc, rc), _ = dn
+    lhs, rhs = randn(rng, lhs_shape, jnp.float32), randn(rng, rhs_shape, jnp.float32, scale=0.1)
+    n_c = len(lc)
+    k = int(np.prod(lhs_shape[len(lhs_shape) - n_c:]))
+    order = np.argsort(lc)
+    rhs_leading = sorted(rc) == list(range(n_c)) and np.all(np.diff(np.asarray(rc)[order]) > 0)
+    as_w = (lambda r: r.reshape(k, -1)) if rhs_leading else (lambda r: r.reshape(-1, k).T)
+
+    def via_fp8_dot(l, r):
+        return fg.fp8_dot(l.reshape(*lhs_shape[:len(lhs_shape) - n_c], k), as_w(r))
+
+    loss = lambda f: lambda l, r: jnp.sum(f(l, r).reshape(-1) ** 2)
+    out = fg.dot_general(lhs, rhs, dn)
+    want_out = via_fp8_dot(lhs, rhs).reshape(out.shape)
+    np.testing.assert_array_equal(np.asarray(out), np.asarray(want_out))
+    ref = jax.lax.dot_general(lhs, rhs, dn)
+    assert out.shape == ref.shape and calc_diff(out, ref) <= 2e-3
+    grads = jax.grad(loss(lambda l, r: fg.dot_general(l, r, dn)), argnums=(0, 1))(lhs, rhs)
+    want = jax.grad(loss(via_fp8_dot), argnums=(0, 1))(lhs, rhs)
+    for g, w in zip(grads, want):
+        np.testing.assert_array_equal(np.asarray(g), np.asarray(w))
+    ref_grads = jax.grad(loss(lambda l, r: jax.lax.dot_general(l, r, dn)), argnums=(0, 1))(lhs, rhs)
+    assert all(calc_diff(g, r) <= 2e-3 for g, r in zip(grads, ref_grads))
+
+
+def test_dot_general_other_multi_axis_contractions_are_lax(rng):
+    """Contracted axes that are not lhs's trailing ones, or not a contiguous block of rhs's in the
+    same order, are jax.lax.dot_general exactly."""
+    cases = [((5, 3, 64), (3, 7, 64), (((1, 2), (0, 2)), ((), ()))),   # rhs's axes 0 and 2: not a block
+             ((3, 64, 5), (3, 64, 7), (((0, 1), (0, 1)), ((), ())))]   # lhs's leading axes
+    for lhs_shape, rhs_shape, dn in cases:
+        lhs, rhs = randn(rng, lhs_shape), randn(rng, rhs_shape)
+        np.testing.assert_array_equal(np.asarray(fg.dot_general(lhs, rhs, dn)),
+                                      np.asarray(jax.lax.dot_general(lhs, rhs, dn)))
+    # Pairs in opposite orders: lhs (H, D) against rhs (D, H).
+    l2, r2 = randn(rng, (5, 3, 64)), randn(rng, (64, 3, 8))
+    dn = (((1, 2), (1, 0)), ((), ()))
+    np.testing.assert_array_equal(np.asarray(fg.dot_general(l2, r2, dn)),
+                                  np.asarray(jax.lax.dot_general(l2, r2, dn)))
+
+
+def test_einsum_drop_in(rng):
+    """fg.einsum: a projection written as an einsum runs as fp8_dot; contractions with batch axes
+    (attention scores) are jnp.einsum exactly."""
+    x, w = randn(rng, (2, 10, 64)), randn(rng, (64, 4, 24), scale=0.1)
+    got = fg.einsum("btd,dnh->btnh", x, w)
+    np.testing.assert_array_equal(np.asarray(got),
+                                  np.asarray(fg.fp8_dot(x, w.reshape(64, 96)).reshape(2, 10, 4, 24)))
+    assert calc_diff(got, jnp.einsum("btd,dnh->btnh", x, w)) <= 2e-3
+    q, kk = randn(rng, (2, 10, 4, 24)), randn(rng, (2, 12, 4, 24))
+    np.testing.assert_array_equal(np.asarray(fg.einsum("bthd,bshd->bhts", q, kk)),
+                                  np.asarray(jnp.einsum("bthd,bshd->bhts", q, kk)))
+
+
+def test_flax_nnx_linear_general_and_einsum(rng):
+    nnx = pytest.importorskip("flax.nnx")
+    x = randn(rng, (2, 16, 3, 64))
+    general = nnx.LinearGeneral((3, 64), (4, 32), axis=(-2, -1), dot_general=fg.dot_general,
+                                rngs=nnx.Rngs(0))
+    kernel = general.kernel[...]
+    want = fg.fp8_dot(x.reshape(2, 16, 192), kernel.reshape(192, 128)).reshape(2, 16, 4, 32)
+    np.testing.assert_array_equal(np.asarray(general(x)), np.asarray(want + general.bias[...]))
+    einsum = nnx.Einsum("btd,dnh->btnh", (64, 4, 32), (4, 32), einsum_op=fg.einsum, rngs=nnx.Rngs(1))
+    xe = x[:, :, 0]
+    ref = jnp.einsum("btd,dnh->btnh", xe, einsum.kernel[...]) + einsum.bias[...]
+    assert calc_diff(einsum(xe), ref) <= 2e-3
+    grads = nnx.grad(lambda m: jnp.sum(m(xe) ** 2))(einsum)
+    assert np.all(np.isfinite(np.asarray(grads.kernel[...])))
+
+
 def test_flax_nnx_linear_accepts_dot_general(rng):
     nnx = pytest.importorskip("flax.nnx")
     layer = nnx.Linear(256, 128, dot_general=fg.dot_general, rngs=nnx.Rngs(0))

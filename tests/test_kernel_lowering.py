@@ -46,6 +46,12 @@ TRAINING = "fp8gemm_gemm fp8gemm_gemm_wgrad fp8gemm_quantize_transpose"
      "fp8gemm_grouped_gemm fp8gemm_grouped_gemm_wgrad fp8gemm_quantize_transpose"),
     ("quantize_rowwise_transpose gelu", lambda x: fg.quantize_rowwise_transpose(x, activation="gelu"), (X,),
      "fp8gemm_quantize_transpose"),
+    ("dot_general over two axes (nnx.LinearGeneral)",
+     jax.grad(_loss(lambda x, w: fg.dot_general(x, w, (((1, 2), (0, 1)), ((), ())))), argnums=(0, 1)),
+     (jax.ShapeDtypeStruct((256, 4, 128), jnp.bfloat16), jax.ShapeDtypeStruct((4, 128, 256), jnp.float32)),
+     TRAINING),
+    ("einsum (nnx.Einsum)", jax.grad(_loss(lambda x, w: fg.einsum("td,dnh->tnh", x, w)), argnums=(0, 1)),
+     (X, jax.ShapeDtypeStruct((512, 4, 64), jnp.float32)), TRAINING),
 ])
 def test_training_paths_lower_to_kernels(kernels_on, name, fn, args, want):
     assert set(want.split()) <= cuda_targets(fn, *args), name
