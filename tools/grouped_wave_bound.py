@@ -16,15 +16,16 @@ import numpy as np
 from jax_fp8gemm.bench.suites import GROUPED_CASES, _group_sizes, grouped_case_sizes
 
 STEPS = (64, 32, 16)  # rows per wave: wgmma's least M; swapped tiles step the tokens by 16
+TILE_ROWS = 256  # the grouped kernel's M-tile: 4 waves of 64 rows
 
 
 def wave_bound(sizes: np.ndarray, rows: int, step: int, swapped: tuple[int, int] | None = None) -> float:
     sizes = sizes.astype(np.int64)
     waves = -(-sizes // step)
     if swapped is not None:  # 64-row waves but the swapped last M-blocks (module doc)
-        rest = sizes % 256
+        rest = sizes % TILE_ROWS
         fine = (rest >= swapped[0]) & (rest <= swapped[1])
-        waves = np.where(fine, sizes // 256 * 4 + -(-rest // 16) / 4, waves)
+        waves = np.where(fine, sizes // TILE_ROWS * (TILE_ROWS // 64) + -(-rest // 16) / 4, waves)
     return len(sizes) * -(-rows // step) / waves.sum()
 
 
